@@ -155,7 +155,7 @@ class Explanation:
     volumes: str = ""
     # what shows it is Tessera's under a profile the configuration does not have (`other_profile`), or ""
     other_profile: str = ""
-    other_profile_writer: str = ""  # the replica that evidence names (`with_leader` compares it with the leader)
+    other_profile_writer: str = ""  # the replica that last ran its profile (`evidence_writer`; `with_leader` compares)
 
 
 def explain(objects: Sequence[dict[str, Any]], key: str, config: SchedulerConfig,
@@ -207,7 +207,7 @@ def explain_loaded(core: Scheduler, notices: Sequence[Notice], objects: Sequence
     stays = run is not None and not run.node and not run.unknown  # a verdict of pending: say why
     known = replicas(state.pods.values())
     shown = "" if ours else evidence(pod, events, known)
-    writer = evidence_writer(pod, events, known) if shown else ""
+    writer = evidence_writer(pod, state.pods.values(), events, known) if shown else ""
     other = _not_evaluated(pod.scheduler_name, shown, writer, "", config.source, scheduler_namespace) if shown else ""
     status = _status(state, pod, ours, wait.reason if wait else "", wait.node if wait else "", gates,
                      _finalizers(raw), core.gated().get(key, ""), _fence_refused(events),
@@ -254,10 +254,11 @@ def explain_loaded(core: Scheduler, notices: Sequence[Notice], objects: Sequence
 
 def _not_evaluated(profile: str, shown: str, writer: str, holder: str, source: str, scheduler_namespace: str) -> str:
     """The status of a pod Tessera schedules under a profile the configuration (`source`) lacks:
-    `shown` is the evidence, `writer` the replica it names, `holder` the Lease's ("" unknown)."""
+    `shown` is the evidence, `writer` the replica that last ran the profile (`evidence_writer`),
+    `holder` the Lease's ("" unknown)."""
     stale = no_longer_leads(writer, holder, profile)
     if stale:
-        return (f"not evaluated: Tessera replica {writer} scheduled it under profile {profile} ({shown}), {stale}; "
+        return (f"not evaluated: Tessera replica {writer} ran profile {profile} ({shown}), {stale}; "
                 f"{configuration(source)} does not have the profile either: {hint(scheduler_namespace, 'explain')}")
     return (f"not evaluated: Tessera schedules it under profile {profile} ({shown}), which "
             f"{configuration(source)} does not have: {hint(scheduler_namespace, 'explain')}")

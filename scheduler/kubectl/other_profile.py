@@ -33,20 +33,28 @@ def replicas(pods: Iterable[Pod]) -> frozenset[str]:
 
 
 def term_writers(pods: Iterable[Pod], profiles: Iterable[str]) -> dict[str, str]:
-    """Per scheduler name not in `profiles` whose pods carry a tessera.dev/term: the replica one
-    of them names (the first pod's by namespace/name)."""
+    """Per scheduler name not in `profiles` whose pods carry a tessera.dev/term: the replica the
+    latest of them names (`terms`)."""
     return {name: token.identity for name, token in terms(pods, profiles).items()}
 
 
 def terms(pods: Iterable[Pod], profiles: Iterable[str]) -> dict[str, TermToken]:
-    """Per scheduler name not in `profiles` whose pods carry a tessera.dev/term: the first pod's
-    (by namespace/name) term, which names the replica and its Lease."""
+    """Per scheduler name not in `profiles` whose pods carry a tessera.dev/term: the latest term
+    among them (the most Lease transitions, then the latest acquireTime; a tie, the first pod's by
+    namespace/name), which names the replica and its Lease. Why the latest: a pod keeps the term
+    of the leader that last wrote it (a pod bound long ago, its old leader's), and the replica
+    that took the Lease over with the profile writes its own onto the pods it schedules: the
+    first pod's term named a replica that no longer led, and `no_longer_leads` said perhaps no one
+    schedules the profile's pods while the leader did."""
     known = set(profiles)
     found: dict[str, TermToken] = {}
     for pod in sorted(pods, key=lambda pod: pod.key):
         token = parse_term_token(pod.meta.annotations.get(TERM, ""))
-        if token is not None and pod.scheduler_name not in known:
-            found.setdefault(pod.scheduler_name, token)
+        if token is None or pod.scheduler_name in known:
+            continue
+        kept = found.get(pod.scheduler_name)
+        if kept is None or (token.transitions, token.acquire_time) > (kept.transitions, kept.acquire_time):
+            found[pod.scheduler_name] = token
     return found
 
 
@@ -64,12 +72,14 @@ def evidence(pod: Pod, events: Sequence[Mapping[str, Any]], known: frozenset[str
             f"{event['reportingInstance']}, a Tessera replica")
 
 
-def evidence_writer(pod: Pod, events: Sequence[Mapping[str, Any]], known: frozenset[str]) -> str:
-    """The replica `evidence` names: the one that wrote the pod's tessera.dev/term, else the one
-    that reported its Event; "" when nothing shows the pod is Tessera's."""
-    token = parse_term_token(pod.meta.annotations.get(TERM, ""))
-    if token is not None:
-        return token.identity
+def evidence_writer(pod: Pod, pods: Iterable[Pod], events: Sequence[Mapping[str, Any]], known: frozenset[str]) -> str:
+    """The replica that last ran `pod`'s profile as far as the listing shows: the one the latest
+    term on the profile's `pods` names (`terms`: the pod may still carry an older leader's term
+    while the new one schedules the profile's other pods), else the one that reported the pod's
+    Event; "" when nothing shows the pod is Tessera's."""
+    latest = terms((other for other in pods if other.scheduler_name == pod.scheduler_name), ()).get(pod.scheduler_name)
+    if latest is not None:
+        return latest.identity
     event = _replicas_event(pod, events, known)
     return "" if event is None else str(event["reportingInstance"])
 

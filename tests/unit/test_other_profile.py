@@ -211,7 +211,7 @@ def test_explain_says_the_replica_that_wrote_the_term_no_longer_leads() -> None:
     assert x is not None
     stale = explaining.with_leader(x, _leading("host-b_2e"))
     assert stale.status == (
-        "not evaluated: Tessera replica host-a_1f scheduled it under profile tessera-spread (it carries "
+        "not evaluated: Tessera replica host-a_1f ran profile tessera-spread (it carries "
         f"tessera.dev/term, written by Tessera replica host-a_1f), {STALE.format(what='it')}; the built-in "
         f"configuration does not have the profile either: {HINT}, so explain can evaluate it")
     # the writer still leads: the sentence is as before
@@ -231,3 +231,38 @@ async def test_what_if_says_the_replica_that_wrote_the_term_no_longer_leads_and_
     assert ("1 pending pod is for tessera-spread, a profile Tessera replica host-a_1f ran (pods of it carry its "
             f"tessera.dev/term), {STALE.format(what='it')}; the built-in configuration does not have the profile "
             f"either: {HINT}, so what-if can evaluate it") in out
+
+
+NEW_TOKEN = "kube-system/tessera/host-b_2e/2/2026-12-07T10:00:00.000000Z"
+
+
+async def test_what_if_reads_the_profiles_latest_term_not_its_first_pods(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A review: the term what-if compared with the Lease's holder was the first pod's by name, a
+    pod bound long ago by replica A, while the waiting pod carries the term of B, which took the
+    Lease over (one more transition) with the profile and leads now: what-if said A no longer leads
+    and perhaps no replica schedules the pod. The latest term of the profile's pods names its
+    replica (B: no such sentence); nodes' warning names it too."""
+    objs = [b.node("n1", gpus=4), _spread("a-old", node_name="n1", phase="Running"),
+            b.pod("z-new", scheduler="tessera-spread", limits={"nvidia.com/gpu": 1},
+                  annotations={TERM: NEW_TOKEN})]
+    monkeypatch.setattr(cli, "_listing", fake_listing(_Leased(), objs))
+    assert await cli._what_if(cli.build_parser().parse_args(["what-if"]), Target(None, None, "default")) == 0
+    out = capsys.readouterr().out
+    assert "no longer leads" not in out, out
+    assert "written by Tessera replica host-b_2e" in out
+    warning = other_profile.pending_left_out(objs, ["tessera"], "", "tessera-system")
+    assert "written by Tessera replica host-b_2e" in warning, warning
+
+
+def test_explain_reads_the_profiles_latest_term_for_whether_its_replica_leads() -> None:
+    """The same for explain: the waiting pod still carries A's term (B took the Lease over with the
+    profile and has not tried it yet), but B's term is on another pod of the profile: B runs the
+    profile, so explain says nothing of A no longer leading."""
+    objs = [b.node("n1", gpus=1), _spread("w"),
+            b.pod("placed", scheduler="tessera-spread", limits={"nvidia.com/gpu": 1}, node_name="n1",
+                  phase="Running", annotations={TERM: NEW_TOKEN})]
+    x = explaining.explain(objs, "default/w", load_config(None), [], time.time())
+    assert x is not None
+    assert explaining.with_leader(x, _leading("host-b_2e")).status == x.status
+    assert "written by Tessera replica host-a_1f" in x.status  # the pod's own term, as it is
