@@ -25,6 +25,7 @@ from scheduler.api.config import BUILTIN_SOURCE, ConfigError, SchedulerConfig, l
 from scheduler.api.config_model import LeaderElectionConfig
 from scheduler.build_info import add_version_option
 from scheduler.closed_pipe import reader_gone
+from scheduler.first_few import first_few
 from scheduler.kube.http import (TRANSPORT_ERRORS, ConnectError, ContextNotFound, Impersonation, KubeconfigError,
                                  KubeHttp, check_apiserver, connect, rejected)
 from scheduler.kube.informers import PODS, PRIORITY_CLASSES, SCHEDULER_KINDS, ResourceKind
@@ -429,21 +430,39 @@ async def _rollback_check(args: argparse.Namespace, target: Target) -> int:
     return 0 if result.safe else 1
 
 
+# workload GETs of what-if -f in flight at once (a file of 200 Jobs: 200 GETs, one after another before)
+OWNER_LOOKUPS = 8
+
+
 async def _existing(http: KubeHttp, owners: Sequence[probe_pods.Owner]) -> list[str]:
-    """The file's workloads that exist already (GET answers; the listing holds no Jobs, Deployments
-    or training jobs); one that cannot be looked up is said on stderr and taken as absent."""
-    found = []
-    for owner in owners:
-        try:
-            response = await http.request("GET", owner.path, limited=False)
-        except TRANSPORT_ERRORS as err:
-            print(f"warning: cannot tell whether {owner} exists: {describe_error(err)}", file=sys.stderr)
-            continue
-        if response.ok:
-            found.append(str(owner))
-        elif response.status != 404:
-            print(f"warning: cannot tell whether {owner} exists: HTTP {response.status}", file=sys.stderr)
-    return found
+    """The file's workloads that exist already (GET answers, `OWNER_LOOKUPS` at a time; the
+    listing holds no Jobs, Deployments or training jobs). Those that cannot be looked up are taken
+    as absent, said on stderr in one line per reason (a user without `get jobs` read one warning
+    per Job of the file)."""
+    answers: list[str | None] = [None] * len(owners)  # "" exists, "-" absent, else why it cannot tell
+    slots = anyio.Semaphore(OWNER_LOOKUPS)
+
+    async def look_up(i: int, owner: probe_pods.Owner) -> None:
+        async with slots:
+            try:
+                response = await http.request("GET", owner.path, limited=False)
+            except TRANSPORT_ERRORS as err:
+                answers[i] = describe_error(err)
+                return
+        answers[i] = "" if response.ok else "-" if response.status == 404 else f"HTTP {response.status}"
+
+    async with anyio.create_task_group() as group:
+        for i, owner in enumerate(owners):
+            group.start_soon(look_up, i, owner)
+    unknown: dict[str, list[str]] = {}
+    for owner, answer in zip(owners, answers, strict=True):
+        if answer not in ("", "-"):
+            unknown.setdefault(str(answer), []).append(str(owner))
+    for why, named in unknown.items():
+        which = f"{named[0]} exists" if len(named) == 1 else \
+            f"{len(named)} of the file's workloads exist ({first_few(named, 3)})"
+        print(f"warning: cannot tell whether {which}: {why}; taken as absent", file=sys.stderr)
+    return [str(owner) for owner, answer in zip(owners, answers, strict=True) if answer == ""]
 
 
 def _probes(filenames: Sequence[str], namespace: str, namespace_flag: str | None,

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import anyio
 import orjson
 import pytest
 
@@ -75,3 +76,42 @@ async def test_the_table_sorts_names_naturally(
     assert await cli._what_if(args, Target(None, None, "default")) == 0
     rows = [line.split()[0] for line in capsys.readouterr().out.splitlines() if line.startswith("default/")]
     assert rows == ["default/team-b-train-1", "default/team-b-train-2", "default/team-b-train-10"]
+
+
+class _Slow:
+    """Every workload GET answers `status` after a pause; counts the GETs in flight at once."""
+
+    def __init__(self, status: int) -> None:
+        self.status, self.flying, self.most, self.asked = status, 0, 0, 0
+
+    async def request(self, method: str, path: str, **_: Any) -> Response:
+        if "/jobs/" not in path:
+            return Response(404, orjson.dumps({"kind": "Status", "code": 404}))
+        self.asked += 1
+        self.flying += 1
+        self.most = max(self.most, self.flying)
+        await anyio.sleep(0.01)
+        self.flying -= 1
+        return Response(self.status, orjson.dumps({"kind": "Status", "code": self.status}))
+
+
+def _jobs(n: int) -> str:
+    return "\n---\n".join(f"apiVersion: batch/v1\nkind: Job\nmetadata: {{name: j-{i}}}\nspec:\n  parallelism: 1\n"
+                          + TEMPLATE for i in range(n))
+
+
+async def test_many_workloads_are_looked_up_together_and_one_refusal_is_said_once(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A review: a file of 200 Jobs made 200 GETs one after another (each up to 30 s when the
+    apiserver is slow), and a user without `get jobs` read 200 warning lines. The GETs go out a few
+    at a time; the workloads one answer could not tell of are named in one line, how many and the
+    first few."""
+    (tmp_path / "jobs.yaml").write_text(_jobs(40))
+    api = _Slow(403)
+    monkeypatch.setattr(cli, "_listing", fake_listing(api, [b.node("n", gpus=64)]))
+    args = cli.build_parser().parse_args(["what-if", "-n", "ml", "-f", str(tmp_path / "jobs.yaml")])
+    assert await cli._what_if(args, Target(None, None, "ml")) == 0
+    assert api.asked == 40 and api.most > 1
+    told = [line for line in capsys.readouterr().err.splitlines() if "cannot tell" in line]
+    assert told == ["warning: cannot tell whether 40 of the file's workloads exist (Job ml/j-0, Job ml/j-1, "
+                    "Job ml/j-2 and 37 more): HTTP 403; taken as absent"], told
