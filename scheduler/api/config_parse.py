@@ -353,6 +353,7 @@ def _v1_profiles(root: ArgsReader) -> tuple[Profile, ...]:
         profile = found.read(lambda: _v1_profile(raw, i, len(raw_profiles) == 1, seen), None)
         if profile is not None:
             profiles[i] = profile
+    found.check(lambda: _one_queue_sort(raw_profiles[0]))
     for i in range(1, len(raw_profiles)):
         found.check(lambda: _same_queue_sort(raw_profiles, profiles, i))
     found.raise_errors()
@@ -360,6 +361,15 @@ def _v1_profiles(root: ArgsReader) -> tuple[Profile, ...]:
 
 
 _SAME_QUEUE_SORT = "queueSort must be the same for all profiles"
+
+
+def _one_queue_sort(raw: object) -> None:
+    """validateCommonQueueSort's count: the first profile's written queueSort enables one plugin at
+    most (Tessera's queue order ignores the name, but kube-scheduler v1.36 refuses two; the other
+    profiles must equal the first, `_same_queue_sort`)."""
+    written = _queue_sort(raw)
+    if written is not None and len(written[0]) > 1:
+        invalid("profiles[0].plugins.queueSort.Enabled", len(written[0]), "only one queue sort plugin can be enabled")
 
 
 def _same_queue_sort(raw_profiles: list[object], profiles: dict[int, Profile], i: int) -> None:

@@ -106,6 +106,9 @@ CASES = {
                            "whenUnsatisfiable: ScheduleAnyway}]"),
         V1, 'defaultConstraints[1]: Duplicate value: \\"{zone, ScheduleAnyway}\\"',
         "profiles[0].pluginConfig[0].args.defaultConstraints[1]"),
+    "two-queue-sorts": ("profiles:\n- plugins:\n    queueSort:\n      enabled: [{name: PrioritySort}, {name: Coscheduling}]\n",
+                        V1, "profiles[0].plugins.queueSort.Enabled: Invalid value: 2: only one queue sort plugin can "
+                            "be enabled", "profiles[0].plugins.queueSort.Enabled"),
     "negative-weight": ("profiles:\n- plugins:\n    score:\n      enabled: [{name: TaintToleration, weight: -3}]\n",
                         V1, "total score of Score plugins could overflow", "profiles[0].plugins.score.enabled[0].weight"),
 }

@@ -110,3 +110,16 @@ def test_an_unknown_name_lists_only_the_names_valid_at_its_point() -> None:
     # a known plugin the point does not take: upstream's framework error, as before
     assert _error({"plugins": {"queueSort": {"enabled": [{"name": "NodeName"}]}}}).endswith(
         'plugin "NodeName" does not extend QueueSortPlugin plugin')
+
+
+def test_two_queue_sort_plugins_in_the_first_profile_are_refused_with_upstreams_message() -> None:
+    """A review: Tessera loaded `queueSort: {enabled: [PrioritySort, Coscheduling]}`, which
+    kube-scheduler v1.36 refuses (validateCommonQueueSort: one queue, one order; the pinned binary
+    says `profiles[0].plugins.queueSort.Enabled: Invalid value: 2: only one queue sort plugin can
+    be enabled`). Only the first profile's count is checked, as upstream's: the others must equal it."""
+    two = {"enabled": [{"name": "PrioritySort"}, {"name": "Coscheduling"}]}
+    assert _error({"schedulerName": "tessera", "plugins": {"queueSort": two}}) == (
+        "cfg.yaml: profiles[0].plugins.queueSort.Enabled: Invalid value: 2: only one queue sort plugin can be enabled")
+    assert _error({"schedulerName": "a", "plugins": {"queueSort": two}},
+                  {"schedulerName": "b", "plugins": {"queueSort": two}}) == (
+        "cfg.yaml: profiles[0].plugins.queueSort.Enabled: Invalid value: 2: only one queue sort plugin can be enabled")
