@@ -40,7 +40,18 @@ from typing import Any
 
 import orjson
 
-from bench.live_cluster import GPU, Api, BindWatch, create_pods, delete_pods, node_use, unbound_reasons
+from bench.live_cluster import (
+    GPU,
+    WORKLOADS,
+    ZONE_LABEL,
+    Api,
+    BindWatch,
+    create_pods,
+    delete_pods,
+    node_use,
+    unbound_reasons,
+    zone_of,
+)
 from bench.live_procs import (
     Contestant,
     Profiler,
@@ -104,7 +115,8 @@ def round_line(result: Mapping[str, Any]) -> str:
     return (f"  -> {result['outcome']}: {result['bound']}/{result['pods']} bound, "
             f"{'–' if pps is None else f'{pps:.1f}'} pods/s, first bind after "
             f"{_seconds(result.get('first_bind_seconds'))} s, {result['nodes_used']} nodes used, "
-            f"CPU s sched/apiserver/etcd {cpu}")
+            f"CPU s sched/apiserver/etcd {cpu}"
+            + "".join(f", {key} {value}" for key, value in (result.get("placement") or {}).items()))
 
 
 def progress(message: str) -> None:
@@ -136,6 +148,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--profile", nargs="?", const="py-spy", choices=("py-spy", "cprofile"),
                    help="profile Tessera in every Tessera round: py-spy (default; wall-clock samples, collapsed "
                         "stacks) or cprofile (CPU-time attribution, slows Tessera down); files in the output dir")
+    p.add_argument("--workload", choices=tuple(WORKLOADS), default="gpu",
+                   help="pod shape, after kube-scheduler's scheduler_perf workloads: gpu (default; plain GPU pods, "
+                        "SchedulingBasic), spread (DoNotSchedule maxSkew 1 over 10 zones, TopologySpreading), "
+                        "spread-soft (ScheduleAnyway, PreferredTopologySpreading), anti-affinity (required, hostname, "
+                        "groups of 100 pods, SchedulingPodAntiAffinity), affinity-soft (preferred, hostname, "
+                        "SchedulingPreferredPodAffinity); the same pods for every scheduler")
     p.add_argument("--quick", action="store_true", help="smoke test: 50 nodes, 300 pods, 1 run")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output directory (default {DEFAULT_OUT})")
     p.add_argument("--workdir", type=Path, help="control plane and logs here (default: a temp dir, removed)")
@@ -166,6 +184,8 @@ class Bench:
         self.settings = settings
         self.api: Api | None = None
         self.nodes: list[str] = []
+        self.workload = WORKLOADS[args.workload]
+        self.zones: dict[str, str] = {}  # node -> zone label, when the workload needs zones
         self.pod_names = self.names("warmup")
         self.running: list[Contestant] = []
         pids = control_plane_pids(plane)
@@ -186,11 +206,20 @@ class Bench:
                                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
                                ok=(201, 409))
         began = time.monotonic()
-        if self.args.with_devices:
-            self.nodes = await asyncio.to_thread(self.plane.add_fake_gpu_nodes, self.args.nodes,
-                                                 self.args.gpus_per_node, GPU_MODEL, prefix="bench-node", workers=16)
-        else:
-            self.nodes = await self._plain_gpu_nodes()
+        zones = self.workload.zones or 1
+        for zone in range(zones):
+            count = len(range(zone, self.args.nodes, zones))
+            labels = {ZONE_LABEL: zone_of(zone, zones)} if self.workload.zones else {}
+            if self.args.with_devices:
+                made = await asyncio.to_thread(self.plane.add_fake_gpu_nodes, count, self.args.gpus_per_node,
+                                               GPU_MODEL, prefix="bench-node", labels=labels, workers=16)
+            else:
+                made = await self._plain_gpu_nodes(
+                    [f"bench-node-{i:03d}" for i in range(zone, self.args.nodes, zones)], labels)
+            self.nodes += made
+        if self.workload.zones:  # the placement check reads the zones the apiserver holds
+            listed, _ = await self.api.list_all("/api/v1/nodes")
+            self.zones = {n["metadata"]["name"]: n["metadata"].get("labels", {}).get(ZONE_LABEL, "") for n in listed}
         info: dict[str, Any] = {"nodes_seconds": round(time.monotonic() - began, 1), **self.memory()}
         progress(f"{len(self.nodes)} nodes x {self.args.gpus_per_node} GPUs ready in {info['nodes_seconds']} s")
         if not self.args.no_warmup:
@@ -209,15 +238,14 @@ class Bench:
         pids = {"apiserver": self.apiserver_pid, "etcd": self.etcd_pid, "kwok": self.kwok_pid}
         return {f"{name}_rss_mib": rss_mib(pid) for name, pid in pids.items() if pid is not None}
 
-    async def _plain_gpu_nodes(self) -> list[str]:
+    async def _plain_gpu_nodes(self, names: list[str], labels: dict[str, str]) -> list[str]:
         """Fake nodes with `nvidia.com/gpu` allocatable but no ExtendedResource objects: a plain
         device-plugin cluster, what kube-scheduler sees too. `add_fake_gpu_nodes` always writes one
         ExtendedResource (two requests) per GPU, 16,000 requests for 500 x 16 GPUs, so the nodes
         are made by the same module with zero devices and their GPU count is patched in."""
         assert self.api is not None
         api, gpus = self.api, str(self.args.gpus_per_node)
-        names = [f"bench-node-{i:03d}" for i in range(self.args.nodes)]
-        spec = FakeGpuNodeSpec(gpus_per_node=0, gpu_model=GPU_MODEL, labels={"nvidia.com/gpu.count": gpus})
+        spec = FakeGpuNodeSpec(gpus_per_node=0, gpu_model=GPU_MODEL, labels={"nvidia.com/gpu.count": gpus, **labels})
         await asyncio.to_thread(create_fake_gpu_nodes, self.plane.admin, names, spec, 16)
         patch = {"status": {"capacity": {GPU: gpus}, "allocatable": {GPU: gpus}}}
 
@@ -242,7 +270,8 @@ class Bench:
         watch = BindWatch(api, NAMESPACE, frozenset(self.pod_names))
         await watch.start()
         began = time.monotonic()
-        created = await create_pods(api, NAMESPACE, self.pod_names, SCHEDULER_NAME, self.args.create_concurrency)
+        created = await create_pods(api, NAMESPACE, self.pod_names, SCHEDULER_NAME, self.args.create_concurrency,
+                                    self.workload)
         result["create_seconds"] = round(time.monotonic() - began, 2)
         contestant = None
         profiler = None
@@ -298,9 +327,11 @@ class Bench:
         result["scheduler_rss_mib"] = sched_rss
         result.update(self.memory())
         result["watch_relists"] = watch.relists
-        use = await node_use(api, NAMESPACE, self.args.gpus_per_node)
+        use = await node_use(api, NAMESPACE, self.args.gpus_per_node, self.workload, self.zones)
         result.update({"bound": use.bound, "nodes_used": use.nodes_used, "overcommitted_nodes": use.overcommitted,
-                       "all_bound": use.bound == len(self.pod_names) and not use.overcommitted and outcome == "ok"})
+                       "placement": use.placement,
+                       "all_bound": use.bound == len(self.pod_names) and not use.overcommitted and outcome == "ok"
+                       and use.placement["valid"] is not False})
         if contestant is not None and outcome != "ok":
             result["log_tail"] = contestant.process.log_tail(15)
             result["unbound_reasons"] = await unbound_reasons(api, NAMESPACE)
@@ -319,7 +350,8 @@ class Bench:
             return start_raw_binder(self.workdir, plan, tag, scheduler)
         assert settings is not None
         config = scheduler_config(self.workdir / f"config-{settings.name}.yaml", scheduler_name=SCHEDULER_NAME,
-                                  kubeconfig=kubeconfig, qps=settings.qps, burst=settings.burst)
+                                  kubeconfig=kubeconfig, qps=settings.qps, burst=settings.burst,
+                                  scores=(self.workload.score,) if self.workload.score else ())
         if scheduler == "tessera":
             cprofile = self.args.out / f"cprofile-{tag}.pstats" if self.args.profile == "cprofile" else None
             return start_tessera(self.workdir, config, kubeconfig, tag, cprofile)
@@ -419,6 +451,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not settings_names or any(s not in known_settings for s in settings_names):
         print(f"--settings takes a subset of {', '.join(known_settings)}", file=sys.stderr)
         return 2
+    workload = WORKLOADS[args.workload]
+    if workload.group and args.nodes < workload.group:
+        print(f"--workload {workload.name}: groups of {workload.group} pods need as many nodes", file=sys.stderr)
+        return 2
     if args.pods > args.nodes * args.gpus_per_node:
         print(f"{args.pods} one-GPU pods do not fit on {args.nodes} x {args.gpus_per_node} GPUs", file=sys.stderr)
         return 2
@@ -452,6 +488,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "binder_concurrency": args.binder_concurrency, "create_concurrency": args.create_concurrency,
             "create_mode": "before-scheduler-start", "with_devices": args.with_devices, "kwok": args.kwok,
             "scheduler_name": SCHEDULER_NAME, "scoring": "NodeResourcesFit MostAllocated cpu/memory/nvidia.com/gpu 1/1/1",
+            "workload": {"name": workload.name, "upstream": workload.upstream, "zones": workload.zones,
+                         "score": workload.score, "group": workload.group},
             "kubernetes_version": K8S_VERSION, "timeout_seconds": args.timeout, "quick": args.quick,
         },
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
@@ -462,7 +500,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "rounds": data["rounds"],
     }
     (args.out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
-    title = (f"Live throughput: {args.pods} pods, {args.nodes} nodes x {args.gpus_per_node} GPUs, "
+    title = (f"Live throughput ({workload.name}): {args.pods} pods, {args.nodes} nodes x {args.gpus_per_node} GPUs, "
              f"{args.runs} run(s), {os.cpu_count()} CPUs, k8s {K8S_VERSION}")
     plot(summary, labels, args.out / "throughput.png", title)
     print(f"## {title}\n")

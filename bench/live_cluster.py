@@ -22,19 +22,78 @@ from urllib.parse import quote
 import aiohttp
 import orjson
 
-__all__ = ["Api", "BindWatch", "NodeUse", "PodWatch", "create_pods", "delete_pods", "node_use", "pod_object", "unbound_reasons"]
+__all__ = ["WORKLOADS", "Api", "BindWatch", "NodeUse", "PodWatch", "Workload", "create_pods", "delete_pods", "node_use",
+           "placement", "pod_object", "unbound_reasons", "zone_of"]
 
 GPU = "nvidia.com/gpu"
 POD_LABEL = "tessera.dev/bench"
+GROUP_LABEL = "tessera.dev/bench-group"  # the pods one term or constraint selects
+ZONE_LABEL = "topology.kubernetes.io/zone"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 
-def pod_object(name: str, namespace: str, scheduler_name: str) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Workload:
+    """A pod shape of kube-scheduler's own scheduler_perf suite
+    (test/integration/scheduler_perf/config/performance-config.yaml), on `bench.live`'s GPU pods.
+
+    `zones`: how many `topology.kubernetes.io/zone` values the fake nodes are labelled into (0: no
+    zone label). `score`: the score plugin the shape is for, enabled (upstream's default weight 2)
+    in both schedulers' profile next to bench.live's three, as upstream's default profile has it.
+    `group`: pods per value of the group label their term or constraint selects (0: one group, as
+    upstream's one `color` label per template); anti-affinity needs groups no larger than the node
+    count, or the round cannot fit."""
+
+    name: str
+    upstream: str
+    zones: int = 0
+    score: str | None = None
+    group: int = 0
+
+    def group_of(self, index: int) -> str:
+        return f"g{index // self.group}" if self.group else "all"
+
+    def shape(self, group: str) -> dict[str, Any]:
+        """The spec fields the workload adds to a pod of `group`."""
+        selector = {"matchLabels": {GROUP_LABEL: group}}
+        if self.name in ("spread", "spread-soft"):
+            # upstream: maxSkew 5 over 3 zones; here maxSkew 1 over 10 zones, the tightest constraint
+            return {"topologySpreadConstraints": [{
+                "maxSkew": 1, "topologyKey": ZONE_LABEL, "labelSelector": selector,
+                "whenUnsatisfiable": "DoNotSchedule" if self.name == "spread" else "ScheduleAnyway"}]}
+        if self.name == "anti-affinity":
+            return {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": selector, "topologyKey": HOSTNAME_LABEL}]}}}
+        if self.name == "affinity-soft":
+            return {"affinity": {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 1, "podAffinityTerm": {"labelSelector": selector, "topologyKey": HOSTNAME_LABEL}}]}}}
+        return {}
+
+
+WORKLOADS = {w.name: w for w in (
+    Workload("gpu", "SchedulingBasic"),
+    Workload("spread", "TopologySpreading", zones=10, score="PodTopologySpread"),
+    Workload("spread-soft", "PreferredTopologySpreading", zones=10, score="PodTopologySpread"),
+    Workload("anti-affinity", "SchedulingPodAntiAffinity", score="InterPodAffinity", group=100),
+    Workload("affinity-soft", "SchedulingPreferredPodAffinity", score="InterPodAffinity"),
+)}
+PLAIN = WORKLOADS["gpu"]
+
+
+def zone_of(index: int, zones: int) -> str:
+    """The zone of the index-th fake node: round-robin, so every zone has the same node count (±1)."""
+    return f"zone-{index % zones}"
+
+
+def pod_object(name: str, namespace: str, scheduler_name: str, workload: Workload = PLAIN,
+               group: str = "all") -> dict[str, Any]:
     """One benchmark pod: 1 plain `nvidia.com/gpu` (count semantics, so kube-scheduler can place it
-    too) and cpu 100m. No kubelet runs it; terminationGracePeriodSeconds 0 so it can be deleted."""
+    too) and cpu 100m, plus the workload's terms. No kubelet runs it; terminationGracePeriodSeconds
+    0 so it can be deleted."""
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name, "namespace": namespace, "labels": {POD_LABEL: "live"}},
+        "metadata": {"name": name, "namespace": namespace, "labels": {POD_LABEL: "live", GROUP_LABEL: group}},
         "spec": {
             "schedulerName": scheduler_name,
             "terminationGracePeriodSeconds": 0,
@@ -43,6 +102,7 @@ def pod_object(name: str, namespace: str, scheduler_name: str) -> dict[str, Any]
                 "image": "registry.k8s.io/pause:3.10",
                 "resources": {"requests": {"cpu": "100m", GPU: "1"}, "limits": {GPU: "1"}},
             }],
+            **workload.shape(group),
         },
     }
 
@@ -110,15 +170,17 @@ async def _bounded(concurrency: int, jobs: Sequence[Any], work: Any) -> None:
 
 
 async def create_pods(api: Api, namespace: str, names: Sequence[str], scheduler_name: str,
-                      concurrency: int = 64) -> dict[str, float]:
+                      concurrency: int = 64, workload: Workload = PLAIN) -> dict[str, float]:
     """POST the pods concurrently; return name -> monotonic time the apiserver answered 201."""
     created: dict[str, float] = {}
     path = f"/api/v1/namespaces/{namespace}/pods"
+    groups = {name: workload.group_of(i) for i, name in enumerate(names)}
 
     async def one(name: str) -> None:
+        body = pod_object(name, namespace, scheduler_name, workload, groups[name])
         for attempt in range(5):
             try:
-                await api.request("POST", path, pod_object(name, namespace, scheduler_name), ok=(201,))
+                await api.request("POST", path, body, ok=(201,))
                 created[name] = time.monotonic()
                 return
             except (ApiError, aiohttp.ClientError, asyncio.TimeoutError):  # 429/5xx under load: retry
@@ -262,19 +324,50 @@ class NodeUse:
     bound: int
     nodes_used: int
     overcommitted: list[str]
+    placement: dict[str, Any]
 
 
-async def node_use(api: Api, namespace: str, gpus_per_node: int) -> NodeUse:
+def placement(workload: Workload, pods: Iterable[tuple[str, str]], zones: dict[str, str]) -> dict[str, Any]:
+    """Whether the bound pods, (group, node) each, keep the workload's rule; `valid` is None for a
+    preferred rule (nothing to break). Spread: the largest skew over the zones of any group
+    (matching pods in the fullest zone minus the emptiest, every zone counted, as the constraint
+    counts them). Anti-affinity: the most pods of one group on one node (must be 1). Preferred
+    affinity: the share of pods with a peer of their group on their node."""
+    per_node: dict[tuple[str, str], int] = {}
+    for group, node in pods:
+        per_node[(group, node)] = per_node.get((group, node), 0) + 1
+    if workload.zones:
+        per_zone: dict[str, dict[str, int]] = {}
+        for (group, node), count in per_node.items():
+            counts = per_zone.setdefault(group, dict.fromkeys(sorted(set(zones.values())), 0))
+            counts[zones[node]] += count
+        skew = max((max(c.values()) - min(c.values()) for c in per_zone.values()), default=0)
+        return {"max_zone_skew": skew, "valid": skew <= 1 if workload.name == "spread" else None}
+    if workload.name == "anti-affinity":
+        most = max(per_node.values(), default=0)
+        return {"max_group_pods_per_node": most, "valid": most <= 1}
+    if workload.name == "affinity-soft":
+        total = sum(per_node.values())
+        paired = sum(count for count in per_node.values() if count > 1)
+        return {"pods_with_peer_on_node": round(paired / total, 3) if total else None, "valid": None}
+    return {"valid": None}
+
+
+async def node_use(api: Api, namespace: str, gpus_per_node: int, workload: Workload = PLAIN,
+                   zones: dict[str, str] | None = None) -> NodeUse:
     """From a fresh LIST (the apiserver's word, not the watch's): how many pods are bound, on how
-    many nodes, and which nodes got more GPU pods than they have GPUs (must be none)."""
+    many nodes, which nodes got more GPU pods than they have GPUs (must be none), and whether the
+    placements keep the workload's rule (`placement`; `zones`: node -> zone label)."""
     pods, _ = await api.list_all(f"/api/v1/namespaces/{namespace}/pods")
     per_node: dict[str, int] = {}
+    placed: list[tuple[str, str]] = []
     for pod in pods:
         node = (pod.get("spec") or {}).get("nodeName")
         if node:
             per_node[node] = per_node.get(node, 0) + 1
+            placed.append((((pod.get("metadata") or {}).get("labels") or {}).get(GROUP_LABEL, ""), node))
     over = sorted(n for n, count in per_node.items() if count > gpus_per_node)
-    return NodeUse(sum(per_node.values()), len(per_node), over)
+    return NodeUse(sum(per_node.values()), len(per_node), over, placement(workload, placed, zones or {}))
 
 
 async def unbound_reasons(api: Api, namespace: str) -> dict[str, int]:

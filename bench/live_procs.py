@@ -28,7 +28,7 @@ import subprocess
 import tempfile
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,7 +46,8 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
-def scheduler_config(path: Path, *, scheduler_name: str, kubeconfig: Path, qps: float, burst: int) -> Path:
+def scheduler_config(path: Path, *, scheduler_name: str, kubeconfig: Path, qps: float, burst: int,
+                     scores: Sequence[str] = ()) -> Path:
     config: dict[str, Any] = {
         "apiVersion": "kubescheduler.config.k8s.io/v1",
         "kind": "KubeSchedulerConfiguration",
@@ -58,7 +59,9 @@ def scheduler_config(path: Path, *, scheduler_name: str, kubeconfig: Path, qps: 
                 "disabled": [{"name": "*"}],
                 "enabled": [{"name": "NodeResourcesFit", "weight": 1},
                             {"name": "TaintToleration", "weight": 3},
-                            {"name": "NodeAffinity", "weight": 2}],
+                            {"name": "NodeAffinity", "weight": 2},
+                            # a workload's own score (bench.live --workload), at upstream's default weight
+                            *({"name": name, "weight": 2} for name in scores)],
             }},
             "pluginConfig": [{
                 "name": "NodeResourcesFit",
