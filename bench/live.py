@@ -9,7 +9,9 @@ scheduled by
   (c) the raw binder (`bench/live_raw.py`): precomputed Bindings POSTed with bounded concurrency
       and no client rate limit — the ceiling of what the apiserver accepts here.
 (a) and (b) run at equal client settings, both at kube-scheduler's defaults (qps 50, burst 100)
-and both raised (qps/burst 5000 by default).
+and both raised (qps/burst 5000 by default). `--workload` gives the pods the topology-spread or
+inter-pod-affinity terms of one of kube-scheduler's scheduler_perf workloads (`live_cluster.WORKLOADS`),
+labels the nodes into zones when the terms need them, and checks each round's placements.
 
 Method (why pre-created pods): all M pods are created concurrently *before* the scheduler starts,
 so pod creation can never be the bottleneck; then the scheduler process is started and the clock
