@@ -274,6 +274,61 @@ def test_pods_of_other_labels_namespaces_or_terms_share_no_tally() -> None:
             assert (dict(kept.affinity), dict(kept.anti)) == (dict(fresh.affinity), dict(fresh.anti)), i
 
 
+def test_the_kept_existing_anti_affinity_counts_as_a_fresh_count_through_every_change() -> None:
+    """The symmetry check's counts (the placed pods' required anti-affinity terms matching the
+    pod) are kept by node over the nodes holding such pods (`ClusterState.anti_affine_on`), in a
+    tally per namespace and labels: after each change (a placement, the pod's own, a relabelled
+    node, preemption's lift and restore, a forgotten assumption, a pod deleted, a pod bound with
+    its terms) they are `count`'s over the whole state (pending anti-affine pods count for
+    nothing), for pods of other labels, namespaces and terms counted one after another; and the
+    index holds exactly the placed pods of `affine` and `anti_affine` by node."""
+    state = ClusterState(frozenset({"tessera"}))
+    for name, zone in (("a0", "a"), ("a1", "a"), ("b0", "b"), ("c0", "c")):
+        state.apply("ADDED", b.node(name, labels={ZONE: zone, HOST: name}))
+    shuns_web = {"affinity": {"podAntiAffinity": {REQ: [_term("web", HOST), _term("db")]}}}
+    shuns_all = {"affinity": {"podAntiAffinity": {REQ: [{"labelSelector": {}, "topologyKey": ZONE,
+                                                          "namespaceSelector": {}}]}}}
+    likes = {"affinity": {"podAffinity": {PREF: [_weighted(3, "web")]}}}
+    for name, app, node, extra in (("s0", "x", "a0", shuns_web), ("s1", "x", "b0", shuns_web),
+                                   ("all", "y", "c0", shuns_all), ("l0", "z", "a1", likes),
+                                   ("idle", "x", "", shuns_web)):
+        state.apply("ADDED", b.pod(name, labels={"app": app}, node_name=node or None,
+                                   phase="Running" if node else "Pending", spec_extra=extra))
+    pending = [b.pod("w0", labels={"app": "web"}, spec_extra=shuns_web), b.pod("w1", labels={"app": "web"}),
+               b.pod("d0", namespace="team-b", labels={"app": "db"}), b.pod("o0", labels={"app": "other"})]
+    for obj in pending:
+        state.apply("ADDED", obj)
+    plugin = InterPodAffinity(_Handle(state), InterPodAffinityArgs())  # type: ignore[arg-type]
+
+    def same() -> None:
+        for members, on in ((state.affine, state.affine_on), (state.anti_affine, state.anti_affine_on)):
+            assert on == {name: held for name, info in state.nodes.items() if (held := info.pods & members)}
+        for obj in pending:
+            pod = state.pods[obj["metadata"]["uid"]]
+            placed = ((uid, info.name) for info in state.nodes.values() for uid in info.pods)
+            fresh = count(pod, placed, state.node_of, state.pods, state.anti_affine, lambda n: state.nodes[n].labels)
+            assert dict(plugin.counts(prepare(pod, state.classes)).existing) == dict(fresh.existing), pod.key
+
+    same()
+    state.assume(pending[0]["metadata"]["uid"], "c0", None)  # w0 placed: it repels w1, not itself
+    same()
+    state.apply("MODIFIED", b.node("a0", labels={ZONE: "c", HOST: "a0"}))
+    same()
+    lifted = state.lift(state.by_key["default/s1"])
+    same()
+    state.restore(lifted)
+    same()
+    state.forget(pending[0]["metadata"]["uid"])
+    same()
+    state.apply("DELETED", b.pod("s0", labels={"app": "x"}, node_name="a0", phase="Running", spec_extra=shuns_web))
+    same()
+    state.apply("MODIFIED", b.pod("idle", labels={"app": "x"}, node_name="a1", phase="Running", spec_extra=shuns_web))
+    same()
+    # terms are immutable upstream; an edit taking them off a placed pod (a replayed object) is followed
+    state.apply("MODIFIED", b.pod("idle", labels={"app": "x"}, node_name="a1", phase="Running"))
+    same()
+
+
 def test_the_hard_pod_affinity_weights_bounds_are_accepted() -> None:
     for weight in (0, 100):
         assert args_of(_config({"hardPodAffinityWeight": weight}).profiles[0], InterPodAffinityArgs) \

@@ -41,10 +41,13 @@ score is summed (`_score_existing`, each pod's part):
 - symmetrically, +hardPodAffinityWeight for each of an existing pod's required affinity terms
   the incoming pod matches (none when the weight is 0), +weight / -weight for each of its
   preferred affinity / anti-affinity terms it matches.
-A pod without preferred terms of its own reads only the pods with terms (`ClusterState.affine`,
-upstream's PodsWithAffinity), and with ignorePreferredTermsOfExistingPods is not scored at all.
-The counts of the pod's own terms and the scores are kept per node (`NodeTally`) for the pods of
-the same terms, so a cycle takes again only the nodes changed since.
+A pod without preferred terms of its own reads only the nodes' pods with terms
+(`ClusterState.affine_on`, upstream's HavePodsWithAffinityList), and with
+ignorePreferredTermsOfExistingPods is not scored at all. The counts of the pod's own terms, the
+placed pods' anti-affinity terms matching it (over the nodes holding such pods,
+`ClusterState.anti_affine_on`, upstream's HavePodsWithRequiredAntiAffinityList) and the scores
+are kept per node (`NodeTally`) for the pods of the same terms (of the same namespace and labels),
+so a cycle takes again only the nodes changed since.
 A node scores the sum of its label pairs' scores (`node_score`); NormalizeScore maps the feasible
 nodes' scores min..max onto 0..100 (`Normalize.MIN_MAX`). A pod for which no term matched is not
 scored (`score_applies`, upstream's Skip). The score counts no term with a non-empty
@@ -120,10 +123,12 @@ def _left_any(terms: tuple[PodTerm, ...], old: Pod, new: Pod) -> bool:
 # a pair's two numbers, kept by node (`NodeTally`): the filter's counts of placed pods matching
 # [all the affinity terms, an anti-affinity term]; the score's [topology score, term matches]
 # (a pair some term matched is in upstream's topologyScore, and keeps the plugin from Skip,
-# even where the weights sum to 0)
+# even where the weights sum to 0); the symmetry check's [placed pods' anti-affinity terms
+# matching the pod, nothing]
 Share = dict[Pair, list[int]]
 AFFINE_AT, ANTI_AT = 0, 1
 SCORE_AT, MATCHES_AT = 0, 1
+EXISTING_AT = 0
 
 
 def _bump(into: Share, pair: Pair, at: int, by: int) -> None:
@@ -166,12 +171,21 @@ class NodeTally(NodeParts[Share]):
 class Counts:
     """upstream's preFilterState: affinityCounts, antiAffinityCounts, existingAntiAffinityCounts."""
 
-    __slots__ = ("affinity", "anti", "existing")
+    __slots__ = ("_existing_keys", "affinity", "anti", "existing")
 
     def __init__(self) -> None:
         self.affinity: Counter[Pair] = Counter()
         self.anti: Counter[Pair] = Counter()
         self.existing: Counter[Pair] = Counter()
+        self._existing_keys: tuple[str, ...] | None = None
+
+    def existing_keys(self) -> tuple[str, ...]:
+        """The topology keys of the `existing` pairs, taken once the counts are complete: the
+        only labels of a node that can meet one (each node's every label looked up in `existing`
+        is most of a cycle's filtering when many pods are anti-affine)."""
+        if self._existing_keys is None:
+            self._existing_keys = tuple({key: None for key, _ in self.existing})
+        return self._existing_keys
 
     def plus(self, added: Counts) -> Counts:
         """These counts with `added`'s: a copy, as upstream clones the state for a node's
@@ -209,6 +223,12 @@ def _count_placed(into: Share, pod: Pod, other: Pod, labels: Mapping[str, str]) 
                 _bump(into, (term.topology_key, labels[term.topology_key]), AFFINE_AT, 1)
     for pair in _matched(pod.anti_affinity, other, labels):
         _bump(into, pair, ANTI_AT, 1)
+
+
+def _existing_of(into: Share, pod: Pod, other: Pod, labels: Mapping[str, str]) -> None:
+    """`other`'s anti-affinity terms matching `pod`, on a node with `labels`, each at its pair."""
+    for pair in _matched(other.anti_affinity, pod, labels):
+        _bump(into, pair, EXISTING_AT, 1)
 
 
 def _count_existing(counts: Counts, pod: Pod, anti_affine: Iterable[str], node_of: Callable[[str], str | None],
@@ -259,8 +279,11 @@ def verdict(pod: Pod, counts: Counts, labels: Mapping[str, str]) -> Reasons | No
             value = labels.get(term.topology_key)
             if value is not None and counts.anti[(term.topology_key, value)] > 0:
                 return (ANTI_AFFINITY,)
-    if counts.existing and any(counts.existing[pair] > 0 for pair in labels.items()):
-        return (EXISTING,)
+    if counts.existing:
+        for key in counts.existing_keys():
+            value = labels.get(key)
+            if value is not None and counts.existing[(key, value)] > 0:
+                return (EXISTING,)
     return None
 
 
@@ -360,7 +383,9 @@ class InterPodAffinity(FilterPlugin, ScorePlugin):
     def counts(self, ctx: PodContext) -> Counts:
         """The counts of the placed pods for the pod, kept while neither it nor any node changes
         (`touches`): the same pod is prepared anew by each preemption dry run and queueing hint;
-        its own terms' counts from the tally of its terms, whose nodes changed since are taken again."""
+        its own terms' counts from the tally of its terms, the placed pods' anti-affinity terms
+        matching it from the tally of its namespace and labels (over the nodes holding such pods,
+        `ClusterState.anti_affine_on`), whose nodes changed since are taken again."""
         state = self.handle.state
         cached = self._cached
         if cached is not None and cached[0] is ctx.pod and cached[1] == state.touches:
@@ -370,7 +395,11 @@ class InterPodAffinity(FilterPlugin, ScorePlugin):
         if pod.affinity or pod.anti_affinity:
             found = Counts.of_placed(self._kept(pod, ("filter", pod.affinity, pod.anti_affinity),
                                                 lambda into, other, labels: _count_placed(into, pod, other, labels)))
-        _count_existing(found, pod, state.anti_affine, state.node_of, state.pods, self._labels)
+        if state.anti_affine_on:
+            existing = self._kept(pod, ("existing", pod.meta.namespace, tuple(sorted(pod.meta.labels.items()))),
+                                  lambda into, other, labels: _existing_of(into, pod, other, labels),
+                                  state.anti_affine_on)
+            found.existing.update({pair: entry[EXISTING_AT] for pair, entry in existing.items()})
         self._cached = (ctx.pod, state.touches, found)
         return found
 
@@ -419,38 +448,38 @@ class InterPodAffinity(FilterPlugin, ScorePlugin):
                 pod, ("score", pod.meta.namespace, tuple(sorted(pod.meta.labels.items())), pod.preferred_affinity,
                       pod.preferred_anti_affinity),
                 lambda into, other, labels: _score_existing(into, pod, other, labels, weight),
-                None if self._every(pod) else state.affine))
+                None if self._every(pod) else state.affine_on))
         self._scored = (pod, state.touches, found)
         return found
 
     @staticmethod
     def _every(pod: Pod) -> bool:
         """The pod has preferred terms: every placed pod may score it, not only those with terms
-        (upstream's PodsWithAffinity, `ClusterState.affine`)."""
+        (upstream's HavePodsWithAffinityList, `ClusterState.affine_on`)."""
         return bool(pod.preferred_affinity or pod.preferred_anti_affinity)
 
     def _kept(self, pod: Pod, key: Hashable, add: Callable[[Share, Pod, Mapping[str, str]], None],
-              among: Collection[str] | None = None) -> Share:
-        """The pod's `Share` over the placed pods (`among` them only: the nodes of none keep no
-        part), the pod itself aside: from the tally kept under `key`, its nodes changed since
-        taken again, each node's part `add` of each of its pods."""
+              among: Mapping[str, Collection[str]] | None = None) -> Share:
+        """The pod's `Share` over the placed pods (`among` them only, by node: the nodes of none
+        keep no part), the pod itself aside: from the tally kept under `key`, its nodes changed
+        since taken again, each node's part `add` of each of its pods."""
         state = self.handle.state
         tally = self._tallies.get(key, NodeTally)
         infos: Iterable[NodeInfo] = state.nodes.values()
         if among is not None:
-            names = {node for uid in among if (node := state.node_of(uid)) is not None}
-            names |= {name for name, (_, part) in tally.parts.items() if part is not None}
+            names = set(among)
+            names.update(name for name, (_, part) in tally.parts.items() if part is not None)
             infos = (state.nodes[name] for name in names)
 
         def take(info: NodeInfo) -> Share | None:
             part: Share = {}
-            for uid in info.pods:
-                if (among is None or uid in among) and (other := state.pods.get(uid)) is not None:
+            for uid in info.pods if among is None else among.get(info.name, ()):
+                if (other := state.pods.get(uid)) is not None:
                     add(part, other, info.labels)
             return part or None
 
         tally.update(infos, take)
         own: Share = {}  # the pod's own part where it is placed: no pod counts or scores itself
-        if (node := state.node_of(pod.uid)) is not None and (among is None or pod.uid in among):
+        if (node := state.node_of(pod.uid)) is not None and (among is None or pod.uid in among.get(node, ())):
             add(own, pod, self._labels(node))
         return tally.less(own)

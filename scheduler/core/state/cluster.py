@@ -112,6 +112,10 @@ class ClusterState:
         # pods with any pod (anti-)affinity term (upstream's PodsWithAffinity: InterPodAffinity's
         # score reads their terms for a pod without preferred terms of its own)
         self.affine: set[str] = set()
+        # node -> its placed pods of `affine`, of `anti_affine` (upstream's HavePodsWithAffinityList,
+        # HavePodsWithRequiredAntiAffinityList): InterPodAffinity reads only the nodes holding some
+        self.affine_on: dict[str, set[str]] = {}
+        self.anti_affine_on: dict[str, set[str]] = {}
         self.touches = 0  # node changes (a placement, a label) so far: what per-cycle caches key on
         # victim uid -> the preemptors waiting for its room ("": finishing a gang), until gone: a
         # victim already leaving can be a later preemptor's too, and if it stays, each lets go
@@ -512,6 +516,8 @@ class ClusterState:
             self.affine.add(uid)
         else:
             self.affine.discard(uid)
+        if (placed_on := self.node_of(uid)) is not None:  # its terms, were they to change
+            self._file_affine(uid, placed_on, True)
         if pod.nominated_node:
             self.nominated.add(uid)
         mark = pod.preemption_mark
@@ -536,9 +542,11 @@ class ClusterState:
                 notices.append(Notice("Pod", pod.key, reason, message(pod.key, unread), pod.meta.namespace, uid))
         placement = self.placements.get(uid)
         if placement is not None and old is not None and (_as_victim(old) != _as_victim(pod)
-                                                          or old.meta.deleting != pod.meta.deleting):
+                                                          or old.meta.deleting != pod.meta.deleting
+                                                          or _inter_pod_terms(old) != _inter_pod_terms(pod)):
             # its node's possible preemption victims changed, or the pods leaving it (what a slice
-            # beside them keeps from the holds there: `planner._vacating`)
+            # beside them keeps from the holds there: `planner._vacating`), or the inter-pod terms
+            # InterPodAffinity's tallies took there
             self._touch(self.nodes[placement.node])
         elif old is not None and old.meta.labels != pod.meta.labels and (
                 (where := placement or (self.holds[uid].placement if uid in self.holds else None)) is not None
@@ -644,6 +652,17 @@ class ClusterState:
             return [ClusterEvent(EventKind.ALLOCATION_DONE, node=node_name)]
         return []
 
+    def _file_affine(self, uid: str, node_name: str, placed: bool) -> None:
+        """The pod in `affine_on` and `anti_affine_on` at its node while placed there and in
+        `affine`, `anti_affine`; out of them otherwise."""
+        for members, on in ((self.affine, self.affine_on), (self.anti_affine, self.anti_affine_on)):
+            if placed and uid in members:
+                on.setdefault(node_name, set()).add(uid)
+            elif (held := on.get(node_name)) is not None:
+                held.discard(uid)
+                if not held:
+                    del on[node_name]
+
     def mark_allocating(self, uid: str, node_name: str, resources: frozenset[str]) -> None:
         """Our Binding for an assumed pod is going out: it holds the gate from now on."""
         self._node_info(node_name).allocating[uid] = resources
@@ -710,6 +729,7 @@ class ClusterState:
                                   pod.meta.namespace, pod.uid))
         self.placements[pod.uid] = placement
         info.pods.add(pod.uid)
+        self._file_affine(pod.uid, info.name, True)
         _charge(info, placement)
         self._touch(info)
         self.ledger.refresh_for(placement.devices)
@@ -785,6 +805,7 @@ class ClusterState:
         placement = self.placements.pop(uid)
         info = self.nodes[placement.node]
         info.pods.discard(uid)
+        self._file_affine(uid, info.name, False)
         info.broken.discard(uid)
         gate_opened = info.allocating.pop(uid, None) is not None
         _discharge(info, placement)
@@ -838,6 +859,7 @@ class ClusterState:
         allocating = info.allocating.pop(uid, None)
         broken = uid in info.broken
         info.pods.discard(uid)
+        self._file_affine(uid, info.name, False)
         info.broken.discard(uid)
         _discharge(info, placement)
         self.ledger.uncharge(uid, placement.grants)
@@ -851,6 +873,7 @@ class ClusterState:
         info = self.nodes[placement.node]
         self.placements[lifted.uid] = placement
         info.pods.add(lifted.uid)
+        self._file_affine(lifted.uid, info.name, True)
         if lifted.broken:
             info.broken.add(lifted.uid)
         if lifted.allocating is not None:
@@ -1379,6 +1402,12 @@ def _as_victim(pod: Pod) -> tuple[str | None, int]:
     """What makes a placed pod a possible preemption victim (the apiserver keeps spec.priority
     fixed; a replayed stream need not)."""
     return pod.gang.key if pod.gang is not None else None, pod.priority
+
+
+def _inter_pod_terms(pod: Pod) -> tuple[object, ...]:
+    """A pod's inter-pod (anti-)affinity terms (the apiserver keeps spec.affinity fixed; a
+    replayed stream need not)."""
+    return pod.affinity, pod.anti_affinity, pod.preferred_affinity, pod.preferred_anti_affinity
 
 
 def _charge(info: NodeInfo, placement: Placement) -> None:
