@@ -41,6 +41,7 @@ repeated every UNAVAILABLE_REPEAT_SECONDS (not at every retry).
 
 from __future__ import annotations
 
+import math
 import random
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
@@ -104,6 +105,10 @@ READ_TIMEOUT_MARGIN = 30.0
 # (DefaultEventFreshDuration). A stream silent for longer is stalled, not quiet.
 BOOKMARK_PERIOD_SECONDS = 60.0
 WATCH_SILENCE_SECONDS = BOOKMARK_PERIOD_SECONDS + 15.0
+# A watch resumed from a resourceVersion gets at once every change newer than it (the watch cache
+# sends them before any live event): changes its restarted stream delivers this soon after opening
+# are what the stream before it held back (`_QuietSpell`).
+STALL_REPLAY_SECONDS = 1.0
 LIST_TIMEOUT = 60.0
 
 
@@ -210,6 +215,18 @@ class _Silent(Exception):
         super().__init__(f"the watch sent nothing for {seconds:.0f} s")
         self.seconds = seconds
         self.sent = sent
+
+
+@dataclass
+class _QuietSpell:
+    """Watches of a kind that sent nothing from their start and were restarted (`_Silent`, not
+    `sent`), since one last sent something: a quiet kind's (nothing newer than our resourceVersion,
+    so not even a bookmark) or a stalled stream's. Only what comes next tells: the restarted watch
+    (or the relist a 410 calls for) delivering at once changes the held streams should have sent
+    proves a stall (`Informer._quiet_ended`); a restart that is quiet too adds to the spell."""
+
+    seconds: float = 0.0
+    restarts: int = 0
 
 
 class _Unavailable(Exception):
@@ -326,9 +343,12 @@ def field_selected(obj: dict[str, Any], field_selector: str) -> bool:
     return True
 
 
-async def _lines(response: aiohttp.ClientResponse, silence: Callable[[], float | None]) -> AsyncIterator[bytes]:
+async def _lines(response: aiohttp.ClientResponse, silence: Callable[[], float | None],
+                 wake_at: float | None = None) -> AsyncIterator[bytes]:
     """Newline-delimited chunks of a watch stream; raises `_Silent` when no whole line came for
-    `silence()` seconds (None: no such bound; asked at every read, as it can arm mid-stream).
+    `silence()` seconds (None: no such bound; asked at every read, as it can arm mid-stream). With
+    `wake_at` (monotonic), an empty line then if the stream is waiting: a moment for the caller to
+    judge what came before it even when nothing comes after.
 
     Not ``content.readline()``: aiohttp caps a line at its buffer high-water mark (128-512 KiB
     depending on the version) and a Node or Pod can legitimately be larger (objects go up to
@@ -338,13 +358,15 @@ async def _lines(response: aiohttp.ClientResponse, silence: Callable[[], float |
     last_line = time.monotonic()
     while True:
         bound = silence()
-        if bound is None:
+        deadline = min(math.inf if bound is None else last_line + bound, math.inf if wake_at is None else wake_at)
+        with anyio.move_on_after(deadline - time.monotonic()) as scope:
             chunk = await response.content.readany()
-        else:
-            with anyio.move_on_after(last_line + bound - time.monotonic()) as scope:
-                chunk = await response.content.readany()
-            if scope.cancelled_caught:
+        if scope.cancelled_caught:  # readany keeps what it had not returned: reading on loses nothing
+            if bound is not None and time.monotonic() >= last_line + bound:
                 raise _Silent(time.monotonic() - last_line)
+            wake_at = None
+            yield b""
+            continue
         if not chunk:
             break
         buffer += chunk
@@ -397,6 +419,7 @@ class Informer:
         # cache off — `--watch-cache=false`, or a size of 0 for the resource — none come, and only
         # the read timeout can tell)
         self.bookmarks_seen = False
+        self._quiet: _QuietSpell | None = None
         self._failures = 0          # backoffs since the last quiet BACKOFF_RESET seconds
         self._last_backoff = float("-inf")
         # a pause since the last delivered LIST was for no answer (connection refused, a timeout):
@@ -424,6 +447,7 @@ class Informer:
         must_list = True
         while True:
             unanswered = False  # a connection error: the pause ends when another informer gets an answer
+            relist = False  # a 410: the relist still tells whether a quiet spell was a stall
             try:
                 if must_list:
                     await self._list()
@@ -438,6 +462,9 @@ class Informer:
                                         f"{err.seconds:.0f} s, longer than the apiserver's bookmark period allows: "
                                         "restarting it")
                 else:
+                    self._quiet = self._quiet or _QuietSpell()
+                    self._quiet.seconds += err.seconds
+                    self._quiet.restarts += 1
                     log.debug("informer.watch_quiet", kind=self.kind.label, silent_seconds=round(err.seconds, 1),
                               resource_version=self.resource_version,
                               message=f"the {self.kind.label} watch sent nothing for {err.seconds:.0f} s from its "
@@ -445,7 +472,7 @@ class Informer:
                                       "apiserver sends no bookmark then), or a stall: restarting it")
                 continue
             except _Expired as err:
-                must_list = True
+                must_list = relist = True
                 self.relist_pending = True
                 self.stats.relists += 1
                 # A 410 is an answer: the server is back, and the pauses an outage piled up while it
@@ -500,6 +527,8 @@ class Informer:
                 pause = self._backoff()
                 log.exception("informer.error", kind=self.kind.label, reason=describe_error(err),
                               relist=True, retry_in=round(pause, 2))
+            if not relist:  # an error between: changes its retry delivers at once may be the outage's
+                self._quiet = None
             if not unanswered:
                 await anyio.sleep(pause)
             elif await self.answers.pause(pause):
@@ -564,7 +593,10 @@ class Informer:
 
         await self._each_page(self._selectors, take)
         self.denials.allowed(self.kind.label)
+        before = self.stats.events
         self._replace(listed, resource_version)
+        if self._quiet is not None:
+            self._quiet_ended(self.stats.events - before, "the relist after it found")
         self.resource_version = resource_version
         self.listed_since = sent
         self.stats.lists += 1
@@ -700,16 +732,38 @@ class Informer:
             self.stats.watches += 1
             self.answers.answered()
             received = False
+            opened, before = time.monotonic(), self.stats.events
+            replayed = opened + STALL_REPLAY_SECONDS  # what came by then was held back, after a quiet spell
             try:
-                async for line in _lines(response, self._silence_bound):
+                async for line in _lines(response, self._silence_bound,
+                                             None if self._quiet is None else replayed):
+                    if self._quiet is not None and time.monotonic() >= replayed and (line.strip() or
+                                                                                     self.stats.events > before):
+                        self._quiet_ended(self.stats.events - before, "its restart delivered at once")
                     if not line.strip():
                         continue
                     self._on_watch_event(orjson.loads(line))
                     received = True
             except _Silent as err:
                 raise _Silent(err.seconds, received) from None
+            finally:  # the stream ended (or failed) within its first moments, after delivering some
+                if self._quiet is not None and self.stats.events > before:
+                    self._quiet_ended(self.stats.events - before, "its restart delivered at once")
         if not received and time.monotonic() - started < 1.0:
             raise _HttpError(200, "watch closed at once without data")
+
+    def _quiet_ended(self, late: int, how: str) -> None:
+        """The quiet spell is over: `late` changes came at once after it (`how`), which only a
+        stalled stream explains (a quiet kind's restart delivers nothing until something changes),
+        and the operator is told; none, and it was quiet."""
+        spell, self._quiet = self._quiet, None
+        if late and spell is not None:
+            log.warning("informer.watch_stalled", kind=self.kind.label, silent_seconds=round(spell.seconds, 1),
+                        restarts=spell.restarts, late_events=late, resource_version=self.resource_version,
+                        message=f"the {self.kind.label} watch sent nothing for {spell.seconds:.0f} s from its start "
+                                f"({spell.restarts} restart(s)), and {how} {late} change{'s' if late > 1 else ''} "
+                                "made meanwhile: it was stalled, not quiet, and the scheduler did not see "
+                                "them until now")
 
     def _silence_bound(self) -> float | None:
         return WATCH_SILENCE_SECONDS if self.bookmarks_seen else None

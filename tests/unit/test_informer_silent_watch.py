@@ -18,7 +18,7 @@ import pytest
 import structlog.testing
 
 from scheduler.kube import informers
-from tests.unit.test_informer_relist import FakeStream, event, make, page, pod, run_until
+from tests.unit.test_informer_relist import GONE, FakeStream, event, make, page, pod, run_until
 
 SILENCE = 0.3
 
@@ -26,6 +26,12 @@ SILENCE = 0.3
 @pytest.fixture(autouse=True)
 def short_silence(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(informers, "WATCH_SILENCE_SECONDS", SILENCE)
+
+
+@pytest.fixture
+def short_replay(monkeypatch: pytest.MonkeyPatch) -> float:
+    monkeypatch.setattr(informers, "STALL_REPLAY_SECONDS", 0.1)
+    return 0.1
 
 
 def bookmark(rv: str) -> bytes:
@@ -45,6 +51,30 @@ class BookmarkingStream:
         await asyncio.sleep(self.period)
         self.sent += 1
         return bookmark(str(10 + self.sent))
+
+    async def read(self) -> bytes:
+        return b""
+
+
+class LateStream:
+    """A watch that sends `data` only after `delay` seconds (a live change on a quiet kind), then hangs."""
+
+    def __init__(self, delay: float, data: bytes) -> None:
+        self.delay = delay
+        self.due: float | None = None  # set by the first read: when the informer opened the watch
+        self.data = data
+        self.status = 200
+        self.content = self
+
+    async def readany(self) -> bytes:
+        """As aiohttp's, a read cancelled (the informer's wake-up) loses nothing: the data still comes when due."""
+        if self.due is None:
+            self.due = time.monotonic() + self.delay
+        await asyncio.sleep(self.due - time.monotonic())
+        data, self.data, self.due = self.data, b"", float("inf") if self.data else self.due
+        if not data:
+            await asyncio.Event().wait()
+        return data
 
     async def read(self) -> bytes:
         return b""
@@ -99,7 +129,7 @@ def test_the_bound_is_the_apiservers_bookmark_period_plus_its_epsilon() -> None:
     assert orjson.loads(bookmark("1"))["type"] == "BOOKMARK"
 
 
-async def test_a_quiet_kinds_watch_silent_from_its_start_is_no_warning() -> None:
+async def test_a_quiet_kinds_watch_silent_from_its_start_is_no_warning(short_replay: float) -> None:
     """A trial finding: on a quiet, healthy dev-cluster `informer.watch_silent` warned every 75 s for
     the ExtendedResource watch. The watch cache sends a watch only events newer than the
     resourceVersion it started from, bookmarks included (k8s.io/apiserver@v0.36.3
@@ -110,7 +140,7 @@ async def test_a_quiet_kinds_watch_silent_from_its_start_is_no_warning() -> None
     informer, http, sink = make([page([pod("a", "5")], "5")], [
         FakeStream(bookmark("6"), end="eof"),  # a bookmark, then the server's timeoutSeconds
         FakeStream(),  # resumed from 6: nothing newer ever comes
-        FakeStream(event("ADDED", pod("b", "7"))),
+        LateStream(2 * short_replay, event("ADDED", pod("b", "7"))),  # type: ignore[list-item]  # a change, later
     ])
     with structlog.testing.capture_logs() as logs:
         await run_until(informer, lambda: any(obj["metadata"]["name"] == "b" for _, obj in sink.events))
@@ -118,3 +148,61 @@ async def test_a_quiet_kinds_watch_silent_from_its_start_is_no_warning() -> None
     assert not [entry for entry in logs if entry["log_level"] == "warning"]
     [quiet] = [entry for entry in logs if entry["event"] == "informer.watch_quiet"]
     assert quiet["log_level"] == "debug" and "nothing newer than resourceVersion 6" in quiet["message"]
+
+
+async def test_a_watch_stalled_from_its_start_is_told_by_what_its_restart_delivers_at_once(short_replay: float) -> None:
+    """A review finding: since the quiet split, a stream held from its start (a proxy holding the
+    response) was said only at debug, as a quiet kind's: a scheduler blind on the kind warned nobody.
+    The restart tells them apart: resumed from the same resourceVersion, the watch cache sends at
+    once every change newer than it, i.e. what the held stream should have sent. Those arriving in
+    its first moments make the quiet spell(s) a stall: one warning, naming the kind, how long and
+    how many changes came late; two quiet spells in a row (the stall outlasting a restart) add up."""
+    informer, http, sink = make([page([pod("a", "5")], "5")], [
+        FakeStream(bookmark("6"), end="eof"),
+        FakeStream(),  # held from its start while b is created and a changed
+        FakeStream(),  # the restart held as well
+        FakeStream(event("ADDED", pod("b", "7")) + event("MODIFIED", pod("a", "8"))),
+    ])
+    with structlog.testing.capture_logs() as logs:
+        await run_until(informer, lambda: len(sink.events) == 3)
+        await asyncio.sleep(2 * short_replay)
+    assert [q["resourceVersion"] for _, q, _ in http.watch_calls] == ["5", "6", "6", "6"]
+    assert [entry["event"] for entry in logs if entry["event"].startswith("informer.watch_")] == [
+        "informer.watch_quiet", "informer.watch_quiet", "informer.watch_stalled"]
+    [stalled] = [entry for entry in logs if entry["log_level"] == "warning"]
+    assert stalled["event"] == "informer.watch_stalled" and stalled["kind"] == "Pod"
+    assert (stalled["late_events"], stalled["restarts"]) == (2, 2)
+    assert 2 * SILENCE <= stalled["silent_seconds"] < 2 * SILENCE + 1.0
+    assert "2 changes" in stalled["message"] and "stalled" in stalled["message"]
+
+
+async def test_a_quiet_kinds_restart_that_stays_quiet_until_a_later_change_is_no_warning(short_replay: float) -> None:
+    """The other side: a kind nothing changed keeps being restarted at debug, and a change that comes
+    later in a restarted stream (not in its first moments) is live news, not a backlog."""
+    informer, http, sink = make([page([pod("a", "5")], "5")], [
+        FakeStream(bookmark("6"), end="eof"),
+        FakeStream(),
+        LateStream(2 * short_replay, event("ADDED", pod("b", "7"))),  # type: ignore[list-item]
+        FakeStream(event("ADDED", pod("c", "9"))),
+    ])
+    with structlog.testing.capture_logs() as logs:
+        await run_until(informer, lambda: len(sink.events) == 2)
+        await asyncio.sleep(2 * short_replay)
+    assert not [entry for entry in logs if entry["log_level"] == "warning"]
+    assert len(http.watch_calls) == 3
+
+
+async def test_a_quiet_spell_whose_restart_must_relist_is_a_stall_only_if_the_relist_finds_changes() -> None:
+    """The restart after a quiet spell may meet 410 Gone (the changes meanwhile outran the watch
+    cache, or another apiserver's cache began after our resourceVersion): the relist then tells."""
+    gone = FakeStream(orjson.dumps(GONE), status=410)
+    for changed, warned in ((True, ["informer.watch_stalled"]), (False, [])):
+        relisted = page([pod("a", "8" if changed else "5")], "9")
+        informer, _, sink = make([page([pod("a", "5")], "5"), relisted],
+                                 [FakeStream(bookmark("6"), end="eof"), FakeStream(), gone])
+        with structlog.testing.capture_logs() as logs:
+            await run_until(informer, lambda: informer.stats.lists == 2)
+        assert [entry["event"] for entry in logs if entry["log_level"] == "warning"] == warned
+        if changed:
+            assert [entry["late_events"] for entry in logs if entry["log_level"] == "warning"] == [1]
+            assert sink.events[-1][0] == "MODIFIED"
