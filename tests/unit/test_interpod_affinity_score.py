@@ -5,6 +5,7 @@ scores kept per node (`NodeTally`) against a fresh count."""
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import numpy as np
@@ -16,7 +17,7 @@ from scheduler.core.framework.interface import Normalize
 from scheduler.core.framework.runtime import normalize
 from scheduler.core.objects import Pod, parse_pod
 from scheduler.core.framework.cycle_state import prepare
-from scheduler.core.plugins.interpod_affinity import InterPodAffinity, InterPodAffinityArgs, count, node_score
+from scheduler.core.plugins.interpod_affinity import InterPodAffinity, InterPodAffinityArgs, count, node_score, verdict
 from scheduler.core.plugins.registry import args_of
 from scheduler.core.pod_terms import pod_terms, preferred_note
 from scheduler.core.state import ClusterState
@@ -340,3 +341,98 @@ def test_a_boolean_weight_is_no_term() -> None:
     no term, though Python's bool is an int."""
     pod = _pod("web", "web", podAffinity={PREF: [_weighted(True, "db"), _weighted(3, "db", HOST)]})
     assert _scores(pod, [(_pod("db", "db"), A)]) == {(HOST, "a0"): 3}
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_node_index_and_kept_counts_match_their_definition_through_random_changes(seed: int) -> None:
+    """Random sequences of what moves a placed pod with terms (bound or assumed, forgotten, lifted
+    and restored in any order, deleted, re-read with other terms or labels, pending or placed; nodes
+    relabelled or deleted with their pods): after each, `affine_on` / `anti_affine_on` hold exactly
+    the placed pods of `affine` / `anti_affine` by node, and the plugin's kept counts and verdicts
+    are those of a fresh count over the whole state (the verdict reading only `existing_keys`)."""
+    rng = random.Random(seed)
+    state = ClusterState(frozenset({"tessera"}))
+    plugin = InterPodAffinity(_Handle(state), InterPodAffinityArgs())  # type: ignore[arg-type]
+    apps, spaces = ("web", "db", "x"), ("default", "team-b")
+    nodes = [f"n{i}" for i in range(5)]
+
+    def node_obj(name: str) -> dict[str, Any]:
+        labels = {HOST: name, **({ZONE: rng.choice("ab")} if rng.random() < 0.8 else {}),
+                  **({"rack": rng.choice("rs")} if rng.random() < 0.5 else {})}
+        return b.node(name, labels=labels)
+
+    def terms() -> dict[str, Any] | None:
+        kinds: dict[str, Any] = {}
+        key = rng.choice((HOST, ZONE, "rack"))
+        if rng.random() < 0.5:
+            kinds["podAntiAffinity"] = {REQ: [_term(rng.choice(apps), key,
+                                                    **({"namespaceSelector": {}} if rng.random() < 0.3 else {}))]}
+        if rng.random() < 0.3:
+            kinds["podAffinity"] = {REQ: [_term(rng.choice(apps), key)]}
+        if rng.random() < 0.2:
+            kinds["podAffinity"] = {**kinds.get("podAffinity", {}), PREF: [_weighted(2, rng.choice(apps), key)]}
+        return {"affinity": kinds} if kinds else None
+
+    live: dict[str, dict[str, Any]] = {}  # pod key -> its last object
+    lifted: list[Any] = []
+    made = 0
+    for name in nodes:
+        state.apply("ADDED", node_obj(name))
+
+    def pod_obj(name: str, namespace: str, node_name: str) -> dict[str, Any]:
+        return b.pod(name, namespace=namespace, labels={"app": rng.choice(apps)}, node_name=node_name,
+                     phase="Running" if node_name else "Pending", spec_extra=terms())
+
+    def same() -> None:
+        for members, on in ((state.affine, state.affine_on), (state.anti_affine, state.anti_affine_on)):
+            assert on == {name: held for name, info in state.nodes.items() if (held := info.pods & members)}
+        for uid, pod in list(state.pods.items())[:6]:
+            placed = [(other, info.name) for info in state.nodes.values() for other in info.pods]
+            fresh = count(pod, placed, state.node_of, state.pods, state.anti_affine, lambda n: state.nodes[n].labels)
+            kept = plugin.counts(prepare(pod, state.classes))
+            assert (dict(+kept.affinity), dict(+kept.anti), dict(+kept.existing)) == \
+                (dict(+fresh.affinity), dict(+fresh.anti), dict(+fresh.existing)), (seed, pod.key)
+            for info in state.nodes.values():
+                every = fresh.existing and any(fresh.existing[pair] > 0 for pair in info.labels.items())
+                found = verdict(pod, kept, info.labels)
+                assert (found is not None) == (verdict(pod, fresh, info.labels) is not None), (seed, pod.key)
+                if found is None:
+                    assert not every, (seed, pod.key, info.name)
+
+    for _ in range(120):
+        step = rng.random()
+        if lifted and (step < 0.15 or len(lifted) > 3):
+            state.restore(lifted.pop(rng.randrange(len(lifted))))
+        elif step < 0.35 or not live:
+            made += 1
+            obj = pod_obj(f"p{made}", rng.choice(spaces), rng.choice(["", *nodes]))
+            live[f"{obj['metadata']['namespace']}/{obj['metadata']['name']}"] = obj
+            state.apply("ADDED", obj)
+        elif step < 0.45:
+            pending = sorted(state.pending)
+            if pending:
+                state.assume(rng.choice(pending), rng.choice(nodes), None)
+        elif step < 0.5:
+            assumed = sorted(uid for uid, placement in state.placements.items() if placement.assumed)
+            if assumed and not lifted:
+                state.forget(rng.choice(assumed))
+        elif step < 0.6:
+            placed = sorted(state.placements)
+            if placed:
+                lifted.append(state.lift(rng.choice(placed)))
+        elif step < 0.75 and not lifted:  # re-read with other terms / labels, pending or placed alike
+            key = rng.choice(sorted(live))
+            old = live[key]
+            obj = pod_obj(old["metadata"]["name"], old["metadata"]["namespace"], old["spec"].get("nodeName", ""))
+            live[key] = obj
+            state.apply("MODIFIED", obj)
+        elif step < 0.85 and not lifted:
+            key = rng.choice(sorted(live))
+            state.apply("DELETED", live.pop(key))
+        elif step < 0.95:
+            state.apply("MODIFIED", node_obj(rng.choice(nodes)))
+        elif not lifted:
+            name = rng.choice(nodes)
+            state.apply("DELETED", node_obj(name))
+            state.apply("ADDED", node_obj(name))
+        same()
