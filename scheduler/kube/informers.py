@@ -46,6 +46,7 @@ import random
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Literal
 
 import aiohttp
@@ -109,6 +110,10 @@ WATCH_SILENCE_SECONDS = BOOKMARK_PERIOD_SECONDS + 15.0
 # sends them before any live event): changes its restarted stream delivers this soon after opening
 # are what the stream before it held back (`_QuietSpell`).
 STALL_REPLAY_SECONDS = 1.0
+# ... and only those whose object was last written this long before the restart: metadata times
+# are RFC 3339 in whole seconds (truncated), and the apiserver's clock is not ours. A quiet kind's
+# first change can land in a restart's first second too, and is news, not a backlog (`_held_back`).
+STALL_EVIDENCE_MARGIN_SECONDS = 2.0
 LIST_TIMEOUT = 60.0
 
 
@@ -312,6 +317,30 @@ def _key(obj: dict[str, Any]) -> str:
     return f"{namespace}/{meta['name']}" if namespace else str(meta["name"])
 
 
+def _held_back(event_type: object, obj: object, restarted: float) -> bool:
+    """Whether a change delivered at once by a restarted watch (or the relist its 410 called for)
+    is evidence that the stream before held it back: its object was last written at least
+    STALL_EVIDENCE_MARGIN_SECONDS before the restart (`restarted`, wall clock seconds). When it was
+    written is its newest `metadata.managedFields[].time`, else its creationTimestamp if ADDED (a
+    MODIFIED one's may be long before the change). A DELETED event carries the object as it was
+    before, an object without those times tells nothing: no evidence, as a change made just as
+    the watch restarted (a quiet kind's, which are restarted every WATCH_SILENCE_SECONDS) is none."""
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    if event_type == "DELETED" or not isinstance(meta, dict):
+        return False
+    times = [entry["time"] for entry in meta.get("managedFields") or ()
+             if isinstance(entry, dict) and isinstance(entry.get("time"), str)]
+    if not times and event_type == "ADDED" and isinstance(meta.get("creationTimestamp"), str):
+        times = [meta["creationTimestamp"]]
+    try:
+        stamps = [datetime.fromisoformat(stamp) for stamp in times]
+    except ValueError:
+        return False
+    if not stamps or any(stamp.tzinfo is None for stamp in stamps):
+        return False
+    return max(stamps).timestamp() <= restarted - STALL_EVIDENCE_MARGIN_SECONDS
+
+
 def _freeing(obj: dict[str, Any]) -> int:
     """Where a relist applies `obj` among the changes (lowest first): 0 for a pod in a terminal
     phase (Succeeded, Failed: its devices are free, it takes none), 1 for one with a
@@ -420,6 +449,9 @@ class Informer:
         # the read timeout can tell)
         self.bookmarks_seen = False
         self._quiet: _QuietSpell | None = None
+        # when (wall clock, as the apiserver's metadata times) the latest watch was asked for: what
+        # its restart delivers at once proves a stall only if written before then (`_held_back`)
+        self._watch_sent = float("-inf")
         self._failures = 0          # backoffs since the last quiet BACKOFF_RESET seconds
         self._last_backoff = float("-inf")
         # a pause since the last delivered LIST was for no answer (connection refused, a timeout):
@@ -577,11 +609,18 @@ class Informer:
         as_they_come = not self._store and not self.synced.is_set()
         resource_version = ""
         sent = time.monotonic()
+        # after a quiet spell, the metadata of what the relist finds, kept before `_prepare` drops
+        # the managedFields that tell when each was written (`_held_back`)
+        found: dict[str, dict[str, Any]] = {}
 
         def take(doc: dict[str, Any], whole: bool) -> None:
             nonlocal resource_version
             if whole:  # the whole list again: it replaces the pages so far
                 listed.clear()
+            if self._quiet is not None:
+                found.update((_key(raw), {"metadata": dict(raw["metadata"])}) for raw in doc.get("items") or ()
+                             if isinstance(raw, dict) and isinstance(raw.get("metadata"), dict)
+                             and raw["metadata"].get("name"))
             for key, item in self._items(doc):
                 listed[key] = item
                 if as_they_come and key not in self._store:
@@ -593,10 +632,10 @@ class Informer:
 
         await self._each_page(self._selectors, take)
         self.denials.allowed(self.kind.label)
-        before = self.stats.events
-        self._replace(listed, resource_version)
+        told = self._replace(listed, resource_version)
         if self._quiet is not None:
-            self._quiet_ended(self.stats.events - before, "the relist after it found")
+            self._quiet_ended(sum(_held_back(event_type, found.get(key), self._watch_sent) for event_type, key in told),
+                              "the relist after it found")
         self.resource_version = resource_version
         self.listed_since = sent
         self.stats.lists += 1
@@ -686,14 +725,15 @@ class Informer:
                 if not token:
                     return
 
-    def _replace(self, listed: dict[str, dict[str, Any]], resource_version: str = "") -> None:
+    def _replace(self, listed: dict[str, dict[str, Any]], resource_version: str = "") -> list[tuple[str, str]]:
         """Make the store equal `listed` (a LIST at `resource_version`), telling the sink only what
         changed: every deletion first (objects gone, and the old incarnation of one deleted and
         created again in the gap), then the changes that give devices up (`_freeing`: a pod
         finished, then one being deleted), then the rest, so the devices they held are free before
         anything listed can be seen taking them. An object the store holds in a version newer than
         the LIST (a `catch_up` read it after this LIST's snapshot) is kept: the LIST can only be
-        older news of it."""
+        older news of it. Returns what it told the sink: (event type, key) each."""
+        told: list[tuple[str, str]] = []
         later = {key for key, old in self._store.items()
                  if compare_resource_versions(resource_version, _meta(old, "resourceVersion")) == -1}
         # objects a newer catch-up pictured are its to tell: one it found deleted stays out
@@ -701,6 +741,7 @@ class Informer:
         for key in [key for key, old in self._store.items() if key not in later
                     and (key not in listed or _meta(old, "uid") != _meta(listed[key], "uid"))]:
             self._emit("DELETED", self._store.pop(key))
+            told.append(("DELETED", key))
         # then what ends its hold on devices (a pod finished, one being deleted), then the rest, each
         # in list order: a relist shows at once a pod finished in the gap and one bound onto its GPU
         # since, and the new holder listed first was a GPU "given twice" (a DeviceConflict or
@@ -712,9 +753,12 @@ class Informer:
             if old is None:
                 self._store[key] = obj
                 self._emit("ADDED", obj)
+                told.append(("ADDED", key))
             elif _meta(old, "resourceVersion") != _meta(obj, "resourceVersion"):
                 self._store[key] = obj
                 self._emit("MODIFIED", obj)
+                told.append(("MODIFIED", key))
+        return told
 
     # --- watch --------------------------------------------------------------------------------
 
@@ -722,7 +766,7 @@ class Informer:
         timeout = int(self.watch_timeout_seconds * (random.random() + 1.0))  # the reflector's spread
         query = [("watch", "true"), ("resourceVersion", self.resource_version),
                  ("allowWatchBookmarks", "true"), ("timeoutSeconds", str(timeout)), *self._selectors]
-        started = time.monotonic()
+        started, self._watch_sent = time.monotonic(), time.time()
         async with self.http.stream(self.kind.path, query, read_timeout=timeout + READ_TIMEOUT_MARGIN) as response:
             if response.status == 404:  # the resource went away: let a LIST decide what it means
                 raise _Expired("watch answered 404 Not Found")
@@ -734,28 +778,36 @@ class Informer:
             received = False
             opened, before = time.monotonic(), self.stats.events
             replayed = opened + STALL_REPLAY_SECONDS  # what came by then was held back, after a quiet spell
+            late = 0  # of those, the ones written before the watch was asked for: the evidence
             try:
                 async for line in _lines(response, self._silence_bound,
                                              None if self._quiet is None else replayed):
                     if self._quiet is not None and time.monotonic() >= replayed and (line.strip() or
                                                                                      self.stats.events > before):
-                        self._quiet_ended(self.stats.events - before, "its restart delivered at once")
+                        self._quiet_ended(late, "its restart delivered at once")
                     if not line.strip():
                         continue
-                    self._on_watch_event(orjson.loads(line))
+                    event, told = orjson.loads(line), self.stats.events
+                    # judged before `_prepare` drops the managedFields that say when it was written
+                    evidence = self._quiet is not None and isinstance(event, dict) and _held_back(
+                        event.get("type"), event.get("object"), self._watch_sent)
+                    self._on_watch_event(event)
+                    if evidence and self.stats.events > told:
+                        late += 1
                     received = True
             except _Silent as err:
                 raise _Silent(err.seconds, received) from None
             finally:  # the stream ended (or failed) within its first moments, after delivering some
                 if self._quiet is not None and self.stats.events > before:
-                    self._quiet_ended(self.stats.events - before, "its restart delivered at once")
+                    self._quiet_ended(late, "its restart delivered at once")
         if not received and time.monotonic() - started < 1.0:
             raise _HttpError(200, "watch closed at once without data")
 
     def _quiet_ended(self, late: int, how: str) -> None:
-        """The quiet spell is over: `late` changes came at once after it (`how`), which only a
-        stalled stream explains (a quiet kind's restart delivers nothing until something changes),
-        and the operator is told; none, and it was quiet."""
+        """The quiet spell is over: `late` changes written before the restart came at once after it
+        (`how`, `_held_back`), which only a stalled stream explains (a quiet kind's restart delivers
+        nothing until something changes, and then what was written after it), and the operator is
+        told; none, and it was quiet."""
         spell, self._quiet = self._quiet, None
         if late and spell is not None:
             log.warning("informer.watch_stalled", kind=self.kind.label, silent_seconds=round(spell.seconds, 1),
