@@ -18,7 +18,6 @@ from dataclasses import dataclass, replace
 from difflib import get_close_matches
 from typing import Any
 
-from scheduler.api.config import BUILTIN_SOURCE
 from scheduler.api.config_model import LeaderElectionConfig, SchedulerConfig
 from scheduler.api.quantity import format_quantity
 from scheduler.core.annotations import TERM
@@ -792,7 +791,7 @@ def render(x: Explanation, now: float) -> str:
     if x.dry_run is not None:
         run = x.dry_run
         verdict = dry_run_verdict(run)
-        config = "the built-in configuration" if x.config in ("", BUILTIN_SOURCE) else f"the configuration {x.config}"
+        config = configuration(x.config)
         when = ("once its spec.schedulingGates are removed (they keep it out of every scheduler now)"
                 if x.ungated else "as if it were next")
         lines += ["", f"Dry run through the core with {config}, now, {when} (nothing is written; {FRESH}):",

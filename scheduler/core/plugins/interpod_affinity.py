@@ -326,7 +326,7 @@ class InterPodAffinity(FilterPlugin, ScorePlugin):
     name = NAME
     also_extends: ClassVar[frozenset[str]] = frozenset({"preFilter", "preScore"})  # folded into filter and score
     preemption_helps = True  # upstream: anti-affinity is Unschedulable
-    unresolvable_verdicts = frozenset({(AFFINITY,)})  # in either pass of `_verdict`: the first failing one's
+    unresolvable_verdicts = frozenset({(AFFINITY,)})  # in either pass of `filter`: the first failing one's
     normalize = Normalize.MIN_MAX
 
     def __init__(self, handle: Handle, args: InterPodAffinityArgs) -> None:
@@ -403,9 +403,10 @@ class InterPodAffinity(FilterPlugin, ScorePlugin):
         self._cached = (ctx.pod, state.touches, found)
         return found
 
-    def _verdict(self, ctx: PodContext, info: NodeInfo) -> Reasons | None:
+    def filter(self, ctx: PodContext, info: NodeInfo) -> Reasons | None:
         """The node's verdict as RunFilterPluginsWithNominatedPods: with the preemptors nominated
         to it (the pod's own aside) counted at its pairs, then, should that pass, without them."""
+        assert info.node is not None
         state, pod = self.handle.state, ctx.pod
         counts = self.counts(ctx)
         nominated = list(state.nominated_on(info, pod.uid))
@@ -420,10 +421,6 @@ class InterPodAffinity(FilterPlugin, ScorePlugin):
     def _labels(self, node_name: str) -> Mapping[str, str]:
         info = self.handle.state.nodes.get(node_name)
         return info.labels if info is not None else {}
-
-    def filter(self, ctx: PodContext, info: NodeInfo) -> Reasons | None:
-        assert info.node is not None
-        return self._verdict(ctx, info)
 
     def score_applies(self, ctx: PodContext) -> bool:
         """upstream's PreScore Skip: no term matched a pod anywhere (every node would score 0)."""

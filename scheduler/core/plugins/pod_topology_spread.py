@@ -427,7 +427,7 @@ class PodTopologySpread(FilterPlugin, ScorePlugin):
         node = state.nodes[where.node].node if where is not None else None
         return tally.counts(_share(pod, constraints, node, (pod.uid,), state.pods) if node is not None else None)
 
-    def _verdict(self, ctx: PodContext, info: NodeInfo) -> Reasons | None:
+    def filter(self, ctx: PodContext, info: NodeInfo) -> Reasons | None:
         """The node's verdict with the preemptors nominated to it (`ClusterState.nominated_on`, the
         one home InterPodAffinity reads too; the pod's own aside) added: addGENominatedPods for
         this node alone."""
@@ -435,9 +435,6 @@ class PodTopologySpread(FilterPlugin, ScorePlugin):
         assert node is not None
         nominated = [pod for uid in state.nominated_on(info, ctx.pod.uid) if (pod := state.pods.get(uid)) is not None]
         return verdict(ctx.pod, self.counts(ctx), node, nominated)
-
-    def filter(self, ctx: PodContext, info: NodeInfo) -> Reasons | None:
-        return self._verdict(ctx, info)
 
     def score_applies(self, ctx: PodContext) -> bool:
         """upstream's PreScore Skip: the pod has no ScheduleAnyway constraint (and Tessera applies
