@@ -17,12 +17,12 @@ from scheduler.core.framework.interface import Normalize
 from scheduler.core.framework.runtime import normalize
 from scheduler.core.objects import Pod, parse_pod
 from scheduler.core.framework.cycle_state import prepare
-from scheduler.core.plugins.interpod_affinity import InterPodAffinity, InterPodAffinityArgs, count, node_score, verdict
+from scheduler.core.plugins.interpod_affinity import InterPodAffinity, InterPodAffinityArgs, node_score, verdict
 from scheduler.core.plugins.registry import args_of
 from scheduler.core.pod_terms import pod_terms, preferred_note
 from scheduler.core.state import ClusterState
 from scheduler.sim import builders as b
-from tests.unit.topology_oracles import preference_scores
+from tests.unit.topology_oracles import count, preference_scores
 
 HOST = "kubernetes.io/hostname"
 ZONE = "topology.kubernetes.io/zone"
@@ -211,7 +211,7 @@ def test_the_kept_tallies_score_and_count_as_a_fresh_count_through_every_change(
                 expected = preference_scores(pod, existing, plugin.args.hard_pod_affinity_weight)
                 assert dict(plugin.scores(prepare(pod, state.classes))) == dict(expected)
                 placed = ((uid, info.name) for info in state.nodes.values() for uid in info.pods)
-                fresh = count(pod, placed, state.node_of, state.pods, state.anti_affine, lambda n: state.nodes[n].labels)
+                fresh = count(pod, placed, state.pods, lambda n: state.nodes[n].labels)
                 kept = plugin.counts(prepare(pod, state.classes))
                 assert (dict(kept.affinity), dict(kept.anti), dict(kept.existing)) == \
                     (dict(fresh.affinity), dict(fresh.anti), dict(fresh.existing))
@@ -270,7 +270,7 @@ def test_pods_of_other_labels_namespaces_or_terms_share_no_tally() -> None:
             assert pod is not None
             assert dict(plugin.scores(prepare(pod, state.classes))) == dict(preference_scores(pod, existing, 1)), i
             placed = ((uid, info.name) for info in state.nodes.values() for uid in info.pods)
-            fresh = count(pod, placed, state.node_of, state.pods, state.anti_affine, lambda n: state.nodes[n].labels)
+            fresh = count(pod, placed, state.pods, lambda n: state.nodes[n].labels)
             kept = plugin.counts(prepare(pod, state.classes))
             assert (dict(kept.affinity), dict(kept.anti)) == (dict(fresh.affinity), dict(fresh.anti)), i
 
@@ -307,7 +307,7 @@ def test_the_kept_existing_anti_affinity_counts_as_a_fresh_count_through_every_c
         for obj in pending:
             pod = state.pods[obj["metadata"]["uid"]]
             placed = ((uid, info.name) for info in state.nodes.values() for uid in info.pods)
-            fresh = count(pod, placed, state.node_of, state.pods, state.anti_affine, lambda n: state.nodes[n].labels)
+            fresh = count(pod, placed, state.pods, lambda n: state.nodes[n].labels)
             assert dict(plugin.counts(prepare(pod, state.classes)).existing) == dict(fresh.existing), pod.key
 
     same()
@@ -388,7 +388,7 @@ def test_the_node_index_and_kept_counts_match_their_definition_through_random_ch
             assert on == {name: held for name, info in state.nodes.items() if (held := info.pods & members)}
         for uid, pod in list(state.pods.items())[:6]:
             placed = [(other, info.name) for info in state.nodes.values() for other in info.pods]
-            fresh = count(pod, placed, state.node_of, state.pods, state.anti_affine, lambda n: state.nodes[n].labels)
+            fresh = count(pod, placed, state.pods, lambda n: state.nodes[n].labels)
             kept = plugin.counts(prepare(pod, state.classes))
             assert (dict(+kept.affinity), dict(+kept.anti), dict(+kept.existing)) == \
                 (dict(+fresh.affinity), dict(+fresh.anti), dict(+fresh.existing)), (seed, pod.key)

@@ -7,10 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 from scheduler.core.objects import Pod, parse_pod
-from scheduler.core.plugins.interpod_affinity import AFFINITY, ANTI_AFFINITY, EXISTING, Counts, count, verdict
+from scheduler.core.plugins.interpod_affinity import AFFINITY, ANTI_AFFINITY, EXISTING, Counts, verdict
 from scheduler.core.pod_terms import label_selector, required_pod_terms
 from scheduler.sim import builders as b
 from tests.helpers import Run
+from tests.unit.topology_oracles import count
 
 HOST = "kubernetes.io/hostname"
 ZONE = "topology.kubernetes.io/zone"
@@ -32,8 +33,7 @@ def _pod(name: str, labels: dict[str, str], *, namespace: str = "default", affin
 
 
 def _count(pod: Pod, placed: list[tuple[Pod, str]], labels: dict[str, dict[str, str]]) -> Counts:
-    on = {p.uid: node for p, node in placed}
-    return count(pod, on.items(), on.get, {p.uid: p for p, _ in placed}, {p.uid for p, _ in placed if p.anti_affinity},
+    return count(pod, [(p.uid, node) for p, node in placed], {p.uid: p for p, _ in placed},
                  lambda node: labels.get(node, {}))
 
 

@@ -196,11 +196,13 @@ class Counts:
         return found
 
     @classmethod
-    def of_placed(cls, share: Share) -> Counts:
-        """The affinity and anti-affinity counts of a filter's `Share` (no existing pods' yet)."""
+    def of(cls, placed: Share, existing: Share) -> Counts:
+        """The counts of a filter's `Share` (`_count_placed`'s: affinity, anti-affinity) and of a
+        symmetry check's (`_existing_of`'s: existing)."""
         found = cls()
-        found.affinity.update({pair: entry[AFFINE_AT] for pair, entry in share.items() if entry[AFFINE_AT]})
-        found.anti.update({pair: entry[ANTI_AT] for pair, entry in share.items() if entry[ANTI_AT]})
+        found.affinity.update({pair: entry[AFFINE_AT] for pair, entry in placed.items() if entry[AFFINE_AT]})
+        found.anti.update({pair: entry[ANTI_AT] for pair, entry in placed.items() if entry[ANTI_AT]})
+        found.existing.update({pair: entry[EXISTING_AT] for pair, entry in existing.items()})
         return found
 
 
@@ -229,37 +231,6 @@ def _existing_of(into: Share, pod: Pod, other: Pod, labels: Mapping[str, str]) -
     """`other`'s anti-affinity terms matching `pod`, on a node with `labels`, each at its pair."""
     for pair in _matched(other.anti_affinity, pod, labels):
         _bump(into, pair, EXISTING_AT, 1)
-
-
-def _count_existing(counts: Counts, pod: Pod, anti_affine: Iterable[str], node_of: Callable[[str], str | None],
-                   pods: Mapping[str, Pod], labels_of: Callable[[str], Mapping[str, str]]) -> None:
-    """The `anti_affine` pods' anti-affinity terms matching `pod`, each at its node's pair
-    (`node_of` None: on none), into `counts.existing`."""
-    for uid in anti_affine:
-        if uid == pod.uid:
-            continue
-        node_name = node_of(uid)
-        other = pods.get(uid)
-        if node_name is None or other is None:
-            continue
-        counts.existing.update(_matched(other.anti_affinity, pod, labels_of(node_name)))
-
-
-def count(pod: Pod, placed: Iterable[tuple[str, str]], node_of: Callable[[str], str | None],
-          pods: Mapping[str, Pod], anti_affine: Iterable[str],
-          labels_of: Callable[[str], Mapping[str, str]]) -> Counts:
-    """The counts for `pod` over the pods on nodes: `placed` (uid, node name) is walked only
-    when the pod has terms of its own; otherwise only the `anti_affine` pods are looked up, each
-    on `node_of` its node (None: on none)."""
-    share: Share = {}
-    if pod.affinity or pod.anti_affinity:
-        for uid, node in placed:
-            other = pods.get(uid)
-            if other is not None and uid != pod.uid:
-                _count_placed(share, pod, other, labels_of(node))
-    counts = Counts.of_placed(share)
-    _count_existing(counts, pod, anti_affine, node_of, pods, labels_of)
-    return counts
 
 
 def verdict(pod: Pod, counts: Counts, labels: Mapping[str, str]) -> Reasons | None:
@@ -391,15 +362,16 @@ class InterPodAffinity(FilterPlugin, ScorePlugin):
         if cached is not None and cached[0] is ctx.pod and cached[1] == state.touches:
             return cached[2]
         pod = ctx.pod
-        found = Counts()
+        placed: Share = {}
+        existing: Share = {}
         if pod.affinity or pod.anti_affinity:
-            found = Counts.of_placed(self._kept(pod, ("filter", pod.affinity, pod.anti_affinity),
-                                                lambda into, other, labels: _count_placed(into, pod, other, labels)))
+            placed = self._kept(pod, ("filter", pod.affinity, pod.anti_affinity),
+                                lambda into, other, labels: _count_placed(into, pod, other, labels))
         if state.anti_affine_on:
             existing = self._kept(pod, ("existing", pod.meta.namespace, tuple(sorted(pod.meta.labels.items()))),
                                   lambda into, other, labels: _existing_of(into, pod, other, labels),
                                   state.anti_affine_on)
-            found.existing.update({pair: entry[EXISTING_AT] for pair, entry in existing.items()})
+        found = Counts.of(placed, existing)
         self._cached = (ctx.pod, state.touches, found)
         return found
 
@@ -409,11 +381,14 @@ class InterPodAffinity(FilterPlugin, ScorePlugin):
         assert info.node is not None
         state, pod = self.handle.state, ctx.pod
         counts = self.counts(ctx)
-        nominated = list(state.nominated_on(info, pod.uid))
-        if nominated:
-            added = count(pod, ((uid, info.name) for uid in nominated), lambda _: info.name, state.pods, nominated,
-                          self._labels)
-            found = verdict(pod, counts.plus(added), info.labels)
+        placed: Share = {}
+        existing: Share = {}
+        for uid in state.nominated_on(info, pod.uid):
+            if (other := state.pods.get(uid)) is not None:
+                _count_placed(placed, pod, other, info.labels)
+                _existing_of(existing, pod, other, info.labels)
+        if placed or existing:
+            found = verdict(pod, counts.plus(Counts.of(placed, existing)), info.labels)
             if found is not None:
                 return found
         return verdict(pod, counts, info.labels)
