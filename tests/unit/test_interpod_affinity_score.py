@@ -48,6 +48,16 @@ def _scores(pod: Pod, existing: list[tuple[Pod, dict[str, str]]], hard: int = 1)
     return dict(preference_scores(pod, existing, hard))
 
 
+def _assert_filed(state: ClusterState) -> None:
+    """`affine_on` / `anti_affine_on` hold exactly the placed pods with any pod (anti-)affinity
+    term / with a required anti-affinity term, by node."""
+    affine = {uid for uid, pod in state.pods.items()
+              if pod.affinity or pod.anti_affinity or pod.preferred_affinity or pod.preferred_anti_affinity}
+    anti_affine = {uid for uid, pod in state.pods.items() if pod.anti_affinity}
+    for members, on in ((affine, state.affine_on), (anti_affine, state.anti_affine_on)):
+        assert on == {name: held for name, info in state.nodes.items() if (held := info.pods & members)}
+
+
 A = {ZONE: "a", HOST: "a0"}
 B = {ZONE: "b", HOST: "b0"}
 
@@ -282,7 +292,7 @@ def test_the_kept_existing_anti_affinity_counts_as_a_fresh_count_through_every_c
     node, preemption's lift and restore, a forgotten assumption, a pod deleted, a pod bound with
     its terms) they are `count`'s over the whole state (pending anti-affine pods count for
     nothing), for pods of other labels, namespaces and terms counted one after another; and the
-    index holds exactly the placed pods of `affine` and `anti_affine` by node."""
+    index holds exactly the placed pods with terms by node (`_assert_filed`)."""
     state = ClusterState(frozenset({"tessera"}))
     for name, zone in (("a0", "a"), ("a1", "a"), ("b0", "b"), ("c0", "c")):
         state.apply("ADDED", b.node(name, labels={ZONE: zone, HOST: name}))
@@ -302,8 +312,7 @@ def test_the_kept_existing_anti_affinity_counts_as_a_fresh_count_through_every_c
     plugin = InterPodAffinity(_Handle(state), InterPodAffinityArgs())  # type: ignore[arg-type]
 
     def same() -> None:
-        for members, on in ((state.affine, state.affine_on), (state.anti_affine, state.anti_affine_on)):
-            assert on == {name: held for name, info in state.nodes.items() if (held := info.pods & members)}
+        _assert_filed(state)
         for obj in pending:
             pod = state.pods[obj["metadata"]["uid"]]
             placed = ((uid, info.name) for info in state.nodes.values() for uid in info.pods)
@@ -348,7 +357,7 @@ def test_the_node_index_and_kept_counts_match_their_definition_through_random_ch
     """Random sequences of what moves a placed pod with terms (bound or assumed, forgotten, lifted
     and restored in any order, deleted, re-read with other terms or labels, pending or placed; nodes
     relabelled or deleted with their pods): after each, `affine_on` / `anti_affine_on` hold exactly
-    the placed pods of `affine` / `anti_affine` by node, and the plugin's kept counts and verdicts
+    the placed pods with their terms by node (`_assert_filed`), and the plugin's kept counts and verdicts
     are those of a fresh count over the whole state (the verdict reading only `existing_keys`)."""
     rng = random.Random(seed)
     state = ClusterState(frozenset({"tessera"}))
@@ -384,8 +393,7 @@ def test_the_node_index_and_kept_counts_match_their_definition_through_random_ch
                      phase="Running" if node_name else "Pending", spec_extra=terms())
 
     def same() -> None:
-        for members, on in ((state.affine, state.affine_on), (state.anti_affine, state.anti_affine_on)):
-            assert on == {name: held for name, info in state.nodes.items() if (held := info.pods & members)}
+        _assert_filed(state)
         for uid, pod in list(state.pods.items())[:6]:
             placed = [(other, info.name) for info in state.nodes.values() for other in info.pods]
             fresh = count(pod, placed, state.pods, lambda n: state.nodes[n].labels)

@@ -107,13 +107,10 @@ class ClusterState:
         # pods that were nominated to a node (status.nominatedNodeName, or a hold made here): the
         # ones whose room `nominations.hold_nominated` keeps when they hold none
         self.nominated: set[str] = set()
-        # pods with a required pod anti-affinity term (InterPodAffinity's symmetry check reads them)
-        self.anti_affine: set[str] = set()
-        # pods with any pod (anti-)affinity term (upstream's PodsWithAffinity: InterPodAffinity's
-        # score reads their terms for a pod without preferred terms of its own)
-        self.affine: set[str] = set()
-        # node -> its placed pods of `affine`, of `anti_affine` (upstream's HavePodsWithAffinityList,
-        # HavePodsWithRequiredAntiAffinityList): InterPodAffinity reads only the nodes holding some
+        # node -> its placed pods with any pod (anti-)affinity term, with a required pod
+        # anti-affinity term (upstream's HavePodsWithAffinityList, HavePodsWithRequiredAntiAffinityList):
+        # InterPodAffinity's score reads the first's terms for a pod without preferred terms of its
+        # own, its symmetry check the second's; it reads only the nodes holding some
         self.affine_on: dict[str, set[str]] = {}
         self.anti_affine_on: dict[str, set[str]] = {}
         self.touches = 0  # node changes (a placement, a label) so far: what per-cycle caches key on
@@ -508,14 +505,6 @@ class ClusterState:
                 events += self._remove_pod(self.pods[previous_uid])
         self.pods[uid] = pod
         self.by_key[pod.key] = uid
-        if pod.anti_affinity:
-            self.anti_affine.add(uid)
-        else:
-            self.anti_affine.discard(uid)
-        if pod.affinity or pod.anti_affinity or pod.preferred_affinity or pod.preferred_anti_affinity:
-            self.affine.add(uid)
-        else:
-            self.affine.discard(uid)
         if (placed_on := self.node_of(uid)) is not None:  # its terms, were they to change
             self._file_affine(uid, placed_on, True)
         if pod.nominated_node:
@@ -653,10 +642,15 @@ class ClusterState:
         return []
 
     def _file_affine(self, uid: str, node_name: str, placed: bool) -> None:
-        """The pod in `affine_on` and `anti_affine_on` at its node while placed there and in
-        `affine`, `anti_affine`; out of them otherwise."""
-        for members, on in ((self.affine, self.affine_on), (self.anti_affine, self.anti_affine_on)):
-            if placed and uid in members:
+        """The pod in `affine_on` at its node while placed there with any pod (anti-)affinity
+        term, in `anti_affine_on` while placed there with a required anti-affinity term (its
+        terms as last read: a pod re-read is filed again); out of them otherwise."""
+        pod = self.pods.get(uid)
+        affine = pod is not None and bool(pod.affinity or pod.anti_affinity or pod.preferred_affinity
+                                          or pod.preferred_anti_affinity)
+        anti_affine = pod is not None and bool(pod.anti_affinity)
+        for member, on in ((affine, self.affine_on), (anti_affine, self.anti_affine_on)):
+            if placed and member:
                 on.setdefault(node_name, set()).add(uid)
             elif (held := on.get(node_name)) is not None:
                 held.discard(uid)
@@ -674,8 +668,6 @@ class ClusterState:
         self.marked.discard(uid)
         self.held_assignments.pop(uid, None)
         self.nominated.discard(uid)
-        self.anti_affine.discard(uid)
-        self.affine.discard(uid)
         self.ledger.found.discard(uid)
         if self.release_hold(uid) is not None:
             events.append(ClusterEvent(EventKind.ASSIGNED_POD_REMOVED, node=""))
