@@ -388,14 +388,17 @@ async def _lines(response: aiohttp.ClientResponse, silence: Callable[[], float |
     while True:
         bound = silence()
         deadline = min(math.inf if bound is None else last_line + bound, math.inf if wake_at is None else wake_at)
-        with anyio.move_on_after(deadline - time.monotonic()) as scope:
+        if deadline == math.inf:  # nothing to wait for: no cancel scope around every read
             chunk = await response.content.readany()
-        if scope.cancelled_caught:  # readany keeps what it had not returned: reading on loses nothing
-            if bound is not None and time.monotonic() >= last_line + bound:
-                raise _Silent(time.monotonic() - last_line)
-            wake_at = None
-            yield b""
-            continue
+        else:
+            with anyio.move_on_after(deadline - time.monotonic()) as scope:
+                chunk = await response.content.readany()
+            if scope.cancelled_caught:  # readany keeps what it had not returned: reading on loses nothing
+                if bound is not None and time.monotonic() >= last_line + bound:
+                    raise _Silent(time.monotonic() - last_line)
+                wake_at = None
+                yield b""
+                continue
         if not chunk:
             break
         buffer += chunk
