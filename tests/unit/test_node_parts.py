@@ -44,6 +44,9 @@ def test_only_the_nodes_changed_since_are_taken_again_and_their_old_part_replace
     tally.update([_info("a", 1), _info("b", 2), _info("c", 2)], take)
     assert tally.taken == ["b", "c"]
     assert +tally.total == Counter(x=1, y=4)
+    tally.taken.clear()
+    tally.update([_info("a", 1), _info("b", 2), _info("c", 2)], take)
+    assert tally.taken == []  # a node's empty part (b's None) is kept too, not taken again
     assert not hasattr(tally, "__dict__")  # slotted through the generic base
 
 

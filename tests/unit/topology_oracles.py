@@ -22,6 +22,7 @@ from scheduler.core.plugins.interpod_affinity import (Pair, Share, _count_placed
                                                       _topology_scores)
 from scheduler.core.plugins.pod_topology_spread import Counts, Tally, _share
 from scheduler.core.pod_terms import SpreadConstraint
+from scheduler.core.state import NodeInfo
 
 
 def spread_count(pod: Pod, nodes: Iterable[tuple[Node, Iterable[str]]], pods: Mapping[str, Pod],
@@ -34,7 +35,7 @@ def spread_count(pod: Pod, nodes: Iterable[tuple[Node, Iterable[str]]], pods: Ma
     less = None
     for node, uids in nodes:
         listed = tuple(uids)
-        tally.put(node.meta.name, 0, _share(pod, constraints, node, listed, pods))
+        tally.put(NodeInfo(node.meta.name), _share(pod, constraints, node, listed, pods))
         if pod.uid in listed:
             less = _share(pod, constraints, node, (pod.uid,), pods)
     return tally.counts(less)

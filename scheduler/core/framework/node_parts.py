@@ -6,10 +6,11 @@ pod (5,000 nodes of 20 pods: 200 to 500 ms), again after each placement and each
 preemption's dry run. So the count is kept as each node's part, with the `NodeInfo.generation` it
 was taken at, and totals over the parts: a pod's count takes again only the nodes changed since
 (a placement, a lift, a label), each new part replacing the old in the totals (less the old,
-plus the new). The rule is here, the totals are the plugin's: what a part is, and how it is added
-into them (`NodeParts._add`). A tally serves every pod of the same signature (a workload's
-replicas); a few are kept, the least recently used dropped (`RecentTallies`), so that workloads
-interleaved do not take every node again between them.
+plus the new). The parts are a `NodeCache`, stale by its rule, the one every per-node cache
+keeps; the bookkeeping of the totals is here, the totals are the plugin's: what a part is, and
+how it is added into them (`NodeParts._add`). A tally serves every pod of the same signature (a
+workload's replicas); a few are kept, the least recently used dropped (`RecentTallies`), so that
+workloads interleaved do not take every node again between them.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Iterable
 from typing import Generic, TypeVar
 
+from scheduler.core.framework.nodecache import NodeCache
 from scheduler.core.state import NodeInfo
 
 P = TypeVar("P")
@@ -25,29 +27,31 @@ T = TypeVar("T")
 
 
 class NodeParts(ABC, Generic[P]):
-    """Each node's part (None: the node adds nothing) and the generation it was taken at; the
-    subclass keeps the totals, adding a part into them with a sign (`_add`)."""
+    """Each node's part (None: the node adds nothing) in a `NodeCache`; the subclass keeps the
+    totals, adding a part into them with a sign (`_add`). A part depends on nothing but its node
+    (the rest is the tally's signature, its key in `RecentTallies`), so its epoch is always 0."""
 
     __slots__ = ("parts",)
 
     def __init__(self) -> None:
-        self.parts: dict[str, tuple[int, P | None]] = {}
+        self.parts: NodeCache[P | None] = NodeCache()
 
     def update(self, infos: Iterable[NodeInfo], take: Callable[[NodeInfo], P | None]) -> None:
         """Each node of `infos` changed since its part was taken (or never taken) has it taken
         again by `take`, in place of the one it had."""
-        parts = self.parts
+        # NodeCache's rule, inline (every node, every count), less the epoch, always 0 here
+        entries = self.parts.entries
         for info in infos:
-            seen = parts.get(info.name)
-            if seen is None or seen[0] != info.generation:
-                self.put(info.name, info.generation, take(info))
+            hit = entries.get(info.name)
+            if hit is None or hit[0] != info.generation:
+                self.put(info, take(info))
 
-    def put(self, name: str, generation: int, part: P | None) -> None:
+    def put(self, info: NodeInfo, part: P | None) -> None:
         """The node's part now, in place of the one it had."""
-        seen = self.parts.get(name)
-        if seen is not None and seen[1] is not None:
-            self._add(seen[1], -1)
-        self.parts[name] = (generation, part)
+        seen = self.parts.entries.get(info.name)
+        if seen is not None and seen[2] is not None:
+            self._add(seen[2], -1)
+        self.parts.put(info, 0, part)
         if part is not None:
             self._add(part, 1)
 

@@ -440,7 +440,7 @@ class InterPodAffinity(FilterPlugin, ScorePlugin):
         infos: Iterable[NodeInfo] = state.nodes.values()
         if among is not None:
             names = set(among)
-            names.update(name for name, (_, part) in tally.parts.items() if part is not None)
+            names.update(name for name, (_, _, part) in tally.parts.entries.items() if part is not None)
             infos = (state.nodes[name] for name in names)
 
         def take(info: NodeInfo) -> Share | None:
