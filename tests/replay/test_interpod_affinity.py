@@ -161,6 +161,18 @@ def _nominated_high(run: Run) -> dict[str, Any]:
     return low
 
 
+def _nominated_high_in_zone() -> Run:
+    """n0 and n1 in zone a; `high` (app=infer) preempts `low` on n0 and is nominated there while
+    `low` terminates."""
+    run = Run(config(BINPACK))
+    run.replay._evict = lambda victims, preemptor: None  # type: ignore[method-assign]  # terminating, not gone
+    run.add(b.node("n0", gpus=8, labels={ZONE: "a"}), b.node("n1", labels={ZONE: "a"}))
+    run.add(b.pod("low", labels={"app": "other"}, limits={"nvidia.com/gpu": 8}, priority=0))
+    run.add(b.pod("high", labels={"app": "infer"}, limits={"nvidia.com/gpu": 8}, priority=100))
+    assert run.last("high").nominated_node == "n0"
+    return run
+
+
 def test_a_nominated_preemptor_counts_against_anti_affinity() -> None:
     """upstream's addGENominatedPods: a nominated pod of equal or higher priority is on its node
     for the filters, so a pod anti-affine to it does not take the node it is to run on."""
@@ -234,12 +246,7 @@ def test_a_nominated_preemptor_on_another_node_of_the_zone_does_not_satisfy_affi
     """`high` (app=infer) nominated to n0 in zone a: n1, also in zone a, has no pod nominated,
     so its single pass counts the placed pods alone and `near` (affinity to app=infer by zone)
     is refused there too."""
-    run = Run(config(BINPACK))
-    run.replay._evict = lambda victims, preemptor: None  # type: ignore[method-assign]
-    run.add(b.node("n0", gpus=8, labels={ZONE: "a"}), b.node("n1", labels={ZONE: "a"}))
-    run.add(b.pod("low", labels={"app": "other"}, limits={"nvidia.com/gpu": 8}, priority=0))
-    run.add(b.pod("high", labels={"app": "infer"}, limits={"nvidia.com/gpu": 8}, priority=100))
-    assert run.last("high").nominated_node == "n0"
+    run = _nominated_high_in_zone()
     run.add(b.pod("near", labels={"app": "near"}, priority=0,
                   spec_extra={"affinity": {"podAffinity": {REQ: [_term("infer", ZONE)]}}}))
     assert run.node_of("near") is None
@@ -249,12 +256,7 @@ def test_a_nominated_preemptor_on_another_node_of_the_zone_does_not_satisfy_affi
 def test_a_nominated_preemptor_on_another_node_of_the_zone_does_not_repel() -> None:
     """`high` (app=infer) nominated to n0 in zone a is no pod of zone a while n1 is filtered:
     `anti`, anti-affine to app=infer by zone, takes n1 (kube-scheduler would); n0 it may not."""
-    run = Run(config(BINPACK))
-    run.replay._evict = lambda victims, preemptor: None  # type: ignore[method-assign]
-    run.add(b.node("n0", gpus=8, labels={ZONE: "a"}), b.node("n1", labels={ZONE: "a"}))
-    run.add(b.pod("low", labels={"app": "other"}, limits={"nvidia.com/gpu": 8}, priority=0))
-    run.add(b.pod("high", labels={"app": "infer"}, limits={"nvidia.com/gpu": 8}, priority=100))
-    assert run.last("high").nominated_node == "n0"
+    run = _nominated_high_in_zone()
     run.add(b.pod("anti", labels={"app": "x"}, priority=0,
                   spec_extra={"affinity": {"podAntiAffinity": {REQ: [_term("infer", ZONE)]}}}))
     assert run.node_of("anti") == "n1"
