@@ -148,9 +148,9 @@ def _parsed_term(t: Mapping[str, object], namespace: str) -> PodTerm:
     if not namespaces and ns_selector is None:
         namespaces = frozenset((namespace,))
     key = t.get("topologyKey")
-    return PodTerm(namespaces, isinstance(ns_selector, Mapping) and not _namespace_selector_set(t),
-                   label_selector(t.get("labelSelector")), key if isinstance(key, str) else "",
-                   _namespace_selector_set(t))
+    unknown = _namespace_selector_set(t)
+    return PodTerm(namespaces, isinstance(ns_selector, Mapping) and not unknown,
+                   label_selector(t.get("labelSelector")), key if isinstance(key, str) else "", unknown)
 
 
 def _listed(spec: object, kind: str, key: str) -> list[object]:
