@@ -396,21 +396,29 @@ def class_free(state: ClusterState, info: NodeInfo, cls: ResourceClass, own: Set
         return sum(free.values())
     assert info.node is not None
     allocatable = info.node.allocatable
-    # what the group's placed members charged the node: a request their devices stand for is
-    # charged as those devices alone (`ledger.counted_requests`), so it is not counted beside them
-    charged = [state.placements[uid].requests for uid in info.pods & own]
     room = 0
     for resource, count in free.items():
         if resource not in allocatable:
             room += count
             continue
         # the node's count of it less what others use: the group's own plain requests and devices are free
-        mine = sum(requests.get(resource, 0) for requests in charged) + sum(
-            1 for device in info.devices.values() if device.resource_name == resource
-            and (use := ledger.use.get(device.name)) is not None and use.busy
-            and not (use.exclusive | use.shared.keys()) - own)
-        room += max(0, min(count, allocatable[resource] - info.used(resource) + mine))
+        room += max(0, min(count, allocatable[resource] - info.used(resource) + own_used(state, info, own, resource)))
     return room
+
+
+def own_used(state: ClusterState, info: NodeInfo, own: Set[str], resource: str) -> int:
+    """What of the node's `info.used(resource)` the group whose placed members are `own` holds
+    itself, and so counts as free (scheduler-plugins' getNodeResource removes the group's own pods
+    from the node): its members' requests of it as charged — a request their devices stand for
+    is charged as those devices alone (`ledger.counted_requests`) — and the devices counted as it
+    that only its members hold, whole or in slices, through a class or a plain request. Not the
+    members' requests as written: a request a shared device stands for would free the device
+    another pod still holds a slice of, and a class's device would not be freed at all."""
+    ledger = state.ledger
+    requested = sum(state.placements[uid].requests.get(resource, 0) for uid in info.pods & own)
+    return requested + sum(1 for name in info.devices if ledger.counted_as(name) == resource
+                           and (use := ledger.use.get(name)) is not None and use.busy
+                           and not (use.exclusive | use.shared.keys()) - own)
 
 
 def never_fits_key(state: ClusterState, pod: Pod) -> tuple[object, ...] | None:

@@ -472,3 +472,45 @@ def test_a_sharing_class_counts_the_slices_of_its_devices_under_every_resource_n
     member = _waiting_member(run)
     assert resource_gap(run.state, member, {SLICED: 16}, 1) is None
     assert resource_gap(run.state, member, {SLICED: 17}, 1) == f"resource gap: map[{SLICED}:1]"
+
+
+def test_the_groups_own_class_devices_free_the_nodes_plain_count_of_their_name() -> None:
+    """The group's member holds 2 of n1's 4 V100s through the class (its request names no
+    `nvidia.com/gpu`): they count as 2 busy `nvidia.com/gpu` on the node, and being its own they
+    are free to it: 4 `nvidia.com/gpu` free for the group (adding back its requests of the name,
+    none, read 2), and still 2 for another group."""
+    run = Run(config(BINPACK))
+    run.add(b.resource_class("v100", {"model": "V100"}), b.node("n1", gpus=4), *(b.device("n1", i) for i in range(4)),
+            b.podgroup("own", 1), b.pod("own-0", labels={PG_LABEL: "own"}, limits={V100: 2}))
+    assert run.node_of("own-0") == "n1" and run.state.nodes["n1"].used("nvidia.com/gpu") == 2
+    own = run.state.pod_by_key("default/own-0")
+    assert resource_gap(run.state, own, {"nvidia.com/gpu": 4}, 1) is None
+    assert resource_gap(run.state, own, {"nvidia.com/gpu": 5}, 1) == "resource gap: map[nvidia.com/gpu:1]"
+    other = _waiting_member(run)
+    assert resource_gap(run.state, other, {"nvidia.com/gpu": 2}, 1) is None
+    assert resource_gap(run.state, other, {"nvidia.com/gpu": 3}, 1) == "resource gap: map[nvidia.com/gpu:1]"
+
+
+def test_the_groups_own_plain_request_a_shared_device_stands_for_frees_no_device_another_pod_holds() -> None:
+    """n1's one GPU (a count of 1) is shared: the group's member, bound before Tessera saw it, holds
+    a slice of it under `nvidia.com/gpu`, the name it requests 1 of (its request is that device,
+    `ledger.counted_requests`), and another pod holds a slice too. The device stays busy for the
+    other pod, so none of `nvidia.com/gpu` is free to the group either (adding back its request
+    read 1: another pod's device counted as the group's)."""
+    device = b.device("n1", 0)
+    grant = {"id": device["spec"]["deviceID"], "device": device["metadata"]["name"], "amount": "8Gi"}
+
+    def bound(name: str, resource: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
+        return b.pod(name, labels=labels, limits={resource: 1}, node_name="n1", phase="Running",
+                     annotations={ann.DEVICES: json.dumps({"version": ann.VERSION,
+                                                           "containers": {"main": {resource: [grant]}}})})
+
+    run = Run(config(BINPACK))
+    run.add(*_both_classes(), b.node("n1", gpus=1), device, b.podgroup("own", 1),
+            bound("own-0", "nvidia.com/gpu", {PG_LABEL: "own"}), bound("other", SLICED))
+    use = run.state.ledger.use[device["metadata"]["name"]]
+    own = run.state.pod_by_key("default/own-0")
+    assert set(use.shared) == {own.uid, run.state.pod_by_key("default/other").uid}
+    assert "nvidia.com/gpu" not in run.state.placements[own.uid].requests
+    assert run.state.nodes["n1"].used("nvidia.com/gpu") == 1
+    assert resource_gap(run.state, own, {"nvidia.com/gpu": 1}, 1) == "resource gap: map[nvidia.com/gpu:1]"

@@ -31,7 +31,8 @@ from typing import ClassVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from scheduler.api.config_reader import ArgsReader, Checks
-from scheduler.core.capacity import ClusterTotals, and_never_fits, class_free, cluster_wanted, min_resource_class
+from scheduler.core.capacity import (ClusterTotals, and_never_fits, class_free, cluster_wanted, min_resource_class,
+                                     own_used)
 from scheduler.core.framework.attempt import Attempt
 from scheduler.core.framework.handle import Handle
 from scheduler.core.framework.interface import GangView, GroupPlugin, PreEnqueuePlugin, QueueingHint
@@ -187,9 +188,11 @@ def resource_gap(state: ClusterState, pod: Pod, min_resources: Mapping[str, int]
     """scheduler-plugins' minResources check (PodGroupManager.PreFilter, CheckClusterResource):
     the group waits until the nodes' free resources together cover `minResources` and `pods:
     minMember`, counting what the group's own members hold as free. Free is a node's allocatable
-    less everything requested on it (negative on an overcommitted node, as upstream's sum); of a
-    ResourceClass's resource, which the nodes need not allocate, the devices the class matches
-    that others do not hold (`capacity.class_free`)."""
+    less everything used of it (negative on an overcommitted node, as upstream's sum) but what the
+    group's members hold: their charged requests and the devices counted as it that only they
+    hold, a class's devices too (`capacity.own_used`); of a ResourceClass's resource, which the
+    nodes need not allocate, the devices the class matches that others do not hold
+    (`capacity.class_free`)."""
     if not min_resources:
         return None
     wanted = cluster_wanted(min_resources, min_member)
@@ -198,16 +201,15 @@ def resource_gap(state: ClusterState, pod: Pod, min_resources: Mapping[str, int]
     for info in state.node_infos():
         if info.node is None:
             continue
-        mine = [state.pods[uid] for uid in info.pods & own]
+        mine = len(info.pods & own)
         for name in list(wanted):
             served, cls = classes[name]
             if name == "pods":
-                free = info.node.allocatable.get("pods", 0) - (len(info.pods) - len(mine))
+                free = info.node.allocatable.get("pods", 0) - (len(info.pods) - mine)
             elif served:
                 free = class_free(state, info, cls, own) if cls is not None else 0
             else:
-                free = (info.node.allocatable.get(name, 0) - info.used(name)
-                        + sum(member.requests.get(name, 0) for member in mine))
+                free = info.node.allocatable.get(name, 0) - info.used(name) + own_used(state, info, own, name)
             wanted[name] -= free
             if wanted[name] <= 0:
                 del wanted[name]
