@@ -123,3 +123,22 @@ def test_two_queue_sort_plugins_in_the_first_profile_are_refused_with_upstreams_
     assert _error({"schedulerName": "a", "plugins": {"queueSort": two}},
                   {"schedulerName": "b", "plugins": {"queueSort": two}}) == (
         "cfg.yaml: profiles[0].plugins.queueSort.Enabled: Invalid value: 2: only one queue sort plugin can be enabled")
+
+
+def test_the_same_queue_sort_plugin_twice_is_refused_by_the_count_alone() -> None:
+    """`queueSort: {enabled: [PrioritySort, PrioritySort]}`: upstream's defaulting keeps both
+    (mergePluginSet appends duplicated custom plugins, leaving them to the framework build) and
+    validateCommonQueueSort then refuses the count, so the framework that would report the
+    duplicate is never built. Tessera reported its duplicate error first, beside the count."""
+    twice = {"enabled": [{"name": "PrioritySort"}, {"name": "PrioritySort"}]}
+    assert _error({"schedulerName": "a", "plugins": {"queueSort": twice}}) == (
+        "cfg.yaml: profiles[0].plugins.queueSort.Enabled: Invalid value: 2: only one queue sort plugin can be enabled")
+    # in a later profile: that profile's set differs from the first's (or equals it, and the first's count fails)
+    assert _error({"schedulerName": "a"}, {"schedulerName": "b", "plugins": {"queueSort": twice}}) == (
+        'cfg.yaml: profiles[1].plugins.queueSort: Invalid value: config.PluginSet{Enabled:[]config.Plugin{'
+        'config.Plugin{Name:"PrioritySort", Weight:0}, config.Plugin{Name:"PrioritySort", Weight:0}}, '
+        'Disabled:[]config.Plugin(nil)}: queueSort must be the same for all profiles')
+    # a v1alpha1 file has no queue sort count check: its duplicate is still refused
+    with pytest.raises(ConfigError, match='Duplicate value: "PrioritySort"'):
+        parse_config({"apiVersion": "kubescheduler.config.k8s.io/v1alpha1", "kind": "KubeSchedulerConfiguration",
+                      "plugins": {"queueSort": twice}}, "cfg.yaml")
