@@ -49,12 +49,17 @@ def term_token(namespace: str, name: str, identity: str, transitions: int, acqui
 
 def parse_term_token(token: str) -> TermToken | None:
     """`token` read back; None for anything that is not a term's token (a withdrawal's
-    `<identity>/withdrawn/<resourceVersion>`, a value a user wrote)."""
+    `<identity>/withdrawn/<resourceVersion>`, a value a user wrote). A token naming no replica
+    (`/1/x`, `ns/lease//1/x`) is a user's value too: no term has an empty identity (the elector
+    refuses one, as client-go's "Lock identity is empty"), and read as one it made a leader doubt
+    its term and explain name a replica "" as the pod's writer."""
     parts = token.split("/")
     if len(parts) < 3 or not parts[-2].isdigit():
         return None
     transitions, acquire_time = int(parts[-2]), parts[-1]
     head = parts[:-2]
+    lease = None
     if len(head) >= 3 and DNS_LABEL.fullmatch(head[0]) and DNS_SUBDOMAIN.fullmatch(head[1]):
-        return TermToken(f"{head[0]}/{head[1]}", "/".join(head[2:]), transitions, acquire_time)
-    return TermToken(None, "/".join(head), transitions, acquire_time)
+        lease, head = f"{head[0]}/{head[1]}", head[2:]
+    identity = "/".join(head)
+    return TermToken(lease, identity, transitions, acquire_time) if identity else None

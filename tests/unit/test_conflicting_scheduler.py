@@ -230,3 +230,17 @@ async def test_only_a_binding_counts_another_leases_token_on_another_schedulers_
     assert "bound this pod of schedulerName tessera-b while this scheduler leads" in event["note"]
     assert event["note"].endswith("run one install per set of GPU nodes, with every scheduler name it serves "
                                   "in its profiles")
+
+
+async def test_a_token_with_no_replica_name_is_no_term() -> None:
+    """A hand-written `tessera.dev/term: /1/x` parsed as a term of the replica "" (and
+    `kube-system/tessera//7/x` as one of this Lease): no replica writes one (the elector refuses an
+    empty identity, client-go's "Lock identity is empty"), yet a leader doubted its term on it and
+    explain named "Tessera replica " with no name. It is no token, as a user's other values."""
+    assert parse_term_token("/1/x") is None
+    assert parse_term_token("kube-system/tessera//7/2026-01-01T00:00:00.000000Z") is None
+    a = _elector(LeaseServer(), "A", Clock())
+    await a._acquire()
+    a._start_leading()
+    assert not a.saw_term("/99/x", "default/p") and a.is_leader
+    assert not a.saw_term("kube-system/tessera//99/x", "default/p") and a.is_leader

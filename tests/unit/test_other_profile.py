@@ -266,3 +266,12 @@ def test_explain_reads_the_profiles_latest_term_for_whether_its_replica_leads() 
     assert x is not None
     assert explaining.with_leader(x, _leading("host-b_2e")).status == x.status
     assert "written by Tessera replica host-a_1f" in x.status  # the pod's own term, as it is
+
+
+def test_a_hand_written_term_with_no_replica_name_is_no_evidence() -> None:
+    """`tessera.dev/term: /1/x` (a user's value: no replica writes an empty identity) made explain
+    say the pod "carries tessera.dev/term, written by Tessera replica " with no name."""
+    objs = [b.node("n1", gpus=1), b.pod("w", scheduler="tessera-spread", annotations={TERM: "/1/x"})]
+    x = explaining.explain(objs, "default/w", load_config(None), [], time.time())
+    assert x is not None and not x.other_profile
+    assert "written by Tessera replica" not in explaining.render(x, time.time())
