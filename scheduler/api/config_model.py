@@ -157,6 +157,9 @@ class Profile(_Frozen):
     score_weights: ScoreWeights = ScoreWeights()
     # the plugins whose PreScore runs, in run order: an extension point of its own, as upstream's
     pre_score: tuple[str, ...] = ()
+    # the queue sort plugins the profile names (its queueSort point as upstream's framework builds
+    # it): what /configz shows; Tessera's queue order is its own whatever they are (queue.py)
+    queue_sort: tuple[str, ...] = ("PrioritySort",)
     plugin_args: PluginArgs = PluginArgs()
     # None: use SchedulerConfig.percentage_of_nodes_to_score.
     percentage_of_nodes_to_score: int | None = Field(default=None, ge=0, le=100)

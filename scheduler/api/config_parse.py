@@ -172,6 +172,8 @@ _LEGACY_POINT_RENAMED = {"postFilter": "preScore"}
 # module knows no plugin by name.
 _SCORE_PLUGINS = tuple(spec.name for spec in REGISTRY if spec.scores)
 _PRE_SCORE_PLUGINS = tuple(spec.name for spec in REGISTRY if spec.pre_scores)
+_QUEUE_SORT_PLUGINS = tuple(spec.name for spec in REGISTRY if extends(spec.kind, "queueSort"))
+_PRIORITY_SORT = "PrioritySort"  # the queue sort plugin of upstream's default multiPoint set
 # Tessera's own PreFilters a profile turns off by name only (`PreFilterPlugin.may_disable`)
 _OPTIONAL_PRE_FILTERS = tuple(spec.name for spec in REGISTRY
                               if issubclass(spec.kind, PreFilterPlugin) and spec.kind.may_disable)
@@ -456,6 +458,7 @@ def _v1_profile(raw: object, i: int, lone: bool, seen: dict[str, int]) -> Profil
         scheduler_name=name,
         score_weights=plugins.score_weights(),
         pre_score=plugins.pre_score_plugins(),
+        queue_sort=plugins.queue_sort_plugins(),
         plugin_args=_plugin_args(args),
         percentage_of_nodes_to_score=percentage,
         preemption=plugins.preemption,
@@ -480,6 +483,7 @@ def _legacy_profile(root: ArgsReader) -> Profile:
         scheduler_name=name,
         score_weights=plugins.score_weights(),
         pre_score=plugins.pre_score_plugins(),
+        queue_sort=plugins.queue_sort_plugins(),
         plugin_args=_plugin_args(args),
         preemption=plugins.preemption and not root.get_bool("disablePreemption", False),
         disabled_filters=plugins.disabled_filters,
@@ -550,6 +554,17 @@ class _ProfilePlugins:
     preemption: bool = True
     disabled_filters: tuple[str, ...] = ()  # the Filters turned off
     disabled_pre_filters: tuple[str, ...] = ()  # the PreFilters turned off
+    queue_sort: _PluginSet = _PluginSet()
+
+    def queue_sort_plugins(self) -> tuple[str, ...]:
+        """The queue sort plugins the queueSort point expands to (`expandMultiPointPlugins`), for
+        `/configz`: Tessera's queue has one order whatever they are (queue.py). From multiPoint,
+        upstream's default PrioritySort unless written off, and the queue sort plugins the file
+        enables there; Tessera's Coscheduling, in its defaults for its gangs' filters, sorts the
+        queue only where the file says so, as scheduler-plugins' does."""
+        multi = [p for p in _merge(_DEFAULT_MULTI_POINT, self.multi_point)
+                 if p.name == _PRIORITY_SORT or any(q.name == p.name for q in self.multi_point.enabled)]
+        return tuple(_expand(multi, self.queue_sort, _QUEUE_SORT_PLUGINS))
 
     def score_weights(self) -> ScoreWeights:
         """The enabled score plugins in run order with their weights: the order as
@@ -597,7 +612,7 @@ def _plugins(obj: ArgsReader | None, *, legacy: bool) -> _ProfilePlugins:
                     if any(name in s.disabled for s in (multi_point, pre_filter, filter_))
                     and not any(p.name == name for s in (multi_point, pre_filter, filter_) for p in s.enabled)}
     return _ProfilePlugins(
-        multi_point, sets["preScore"], sets["score"], preemption,
+        multi_point, sets["preScore"], sets["score"], preemption, queue_sort=sets["queueSort"],
         disabled_filters=tuple(name for name in _DISABLEABLE_FILTERS if name not in filters),
         disabled_pre_filters=tuple(spec.name for spec in REGISTRY if spec.name in optional_off
                                    or (spec.name in _DISABLEABLE_PRE_FILTERS and spec.name not in pre_filters)))

@@ -238,3 +238,33 @@ def test_the_digest_is_the_same_whether_default_args_are_written_or_left_out() -
     assert written == omitted and config_digest(written) == config_digest(omitted)
     assert configz(written) == configz(omitted)
     assert config_digest(changed) != config_digest(omitted)
+
+
+def test_configz_shows_each_profiles_queue_sort() -> None:
+    """kube-scheduler's /configz shows the whole effective configuration, its profiles' queueSort
+    included; Tessera's showed no queue sort at all, while validateCommonQueueSort makes it one
+    setting every profile must share. `queueSort` lists the plugins the point expands to as
+    upstream's framework builds it (multiPoint's PrioritySort unless the point or multiPoint
+    disables it), as `preScore` lists its own point's."""
+    [builtin] = configz(load_config(None))["componentconfig"]["configuration"]["profiles"]
+    assert builtin["queueSort"] == ["PrioritySort"]  # v1's default profile: PrioritySort, from multiPoint
+    gangs = parse_config_text("""
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: a
+  plugins:
+    queueSort:
+      enabled: [{name: Coscheduling}]
+      disabled: [{name: "*"}]
+- schedulerName: b
+  plugins:
+    queueSort:
+      enabled: [{name: Coscheduling}]
+      disabled: [{name: "*"}]
+""", "config.yaml")
+    assert [p["queueSort"] for p in configz(gangs)["componentconfig"]["configuration"]["profiles"]] == [
+        ["Coscheduling"], ["Coscheduling"]]
+    legacy = parse_config_text("apiVersion: kubescheduler.config.k8s.io/v1alpha1\n"
+                               "kind: KubeSchedulerConfiguration\n", "config.yaml")
+    assert configz(legacy)["componentconfig"]["configuration"]["profiles"][0]["queueSort"] == ["PrioritySort"]
