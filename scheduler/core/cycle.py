@@ -159,7 +159,7 @@ class Cycle:
                            rejectors=frozenset({plugin}))
         if num_nodes == 0:
             return Attempt(pod, None, message=NO_NODES, rejectors=frozenset(p.name for p in runtime.filters))
-        lifted = self._lift_holds_below(state.competing_priority(pod)) if state.holds else {}  # holds are rare
+        lifted = state.release_holds_below(state.competing_priority(pod)) if state.holds else {}  # holds are rare
         taken: set[str] = set()
         try:
             info = state.nodes.get(nominated) if nominated else None
@@ -200,13 +200,6 @@ class Cycle:
         self.engine.state.assume(ctx.pod.uid, info.name, reservation.devices)
         timing.point("Reserve", "Success", runtime.profile.scheduler_name, started)
         return reservation
-
-    def _lift_holds_below(self, priority: int) -> dict[str, Hold]:
-        """Release the holds of nominated pods of lower priority (upstream's filters ignore lower-
-        priority nominated pods): this attempt may take their room."""
-        state = self.engine.state
-        lower = [uid for uid, hold in state.holds.items() if hold.priority < priority]
-        return {uid: hold for uid in lower if (hold := state.release_hold(uid)) is not None}
 
     def _put_back_holds(self, lifted: dict[str, Hold], taken: set[str]) -> None:
         """Holds on nodes this attempt took are gone (their pods will try again); the rest return."""
@@ -337,7 +330,7 @@ class Cycle:
             if refused is None:  # no domain helps a pod its PreFilter refuses: no plan for it
                 # the room is counted as the members' own attempts will find it: without the
                 # holds of lower-priority nominated pods, which those attempts lift
-                lifted = self._lift_holds_below(engine.state.competing_priority(members[0])) \
+                lifted = engine.state.release_holds_below(engine.state.competing_priority(members[0])) \
                     if engine.state.holds else {}
                 try:
                     plan = runtime.placement.placements(view, contexts)
@@ -600,7 +593,7 @@ class Cycle:
 
         nominated = {pod.uid: holds[pod.uid].node if pod.uid in holds else pod.nominated_node for pod in pods}
         priority = self.engine.state.competing_priority(pods[0])
-        lifted = self._lift_holds_below(priority)
+        lifted = self.engine.state.release_holds_below(priority)
         chosen: set[str] = set()
         before = dict(self._displaced)
         timing = self.engine.timing

@@ -124,7 +124,7 @@ def test_node_growth_requeues_a_nominated_pod_its_own_hold_would_not_let_fit() -
     5-minute flush. Upstream's fit hint checks the pod against the node's allocatable alone
     (fit.go `isFit`: `framework.NewNodeInfo(); SetNode(node)`), and its filters never count a
     pod's own nomination against it (addGENominatedPods skips `pod.UID`). The same check also
-    counts lower-priority holds that the attempt itself lifts (`_lift_holds_below`)."""
+    counted lower-priority holds that the attempt itself lifts (`ClusterState.holds_below`): 2b."""
     core = Core()
     core.apply("ADDED", b.node("n", cpu="4", memory="8Gi"))
     low = b.pod("low", requests={"cpu": "4"}, node_name="n", phase="Running", priority=LOW)
@@ -138,6 +138,72 @@ def test_node_growth_requeues_a_nominated_pod_its_own_hold_would_not_let_fit() -
     assert core.where("p") == UNSCHEDULABLE
 
     core.apply("MODIFIED", b.node("n", cpu="7", memory="8Gi"))
+
+    retry = _of(core.later(BACKOFF_AT_MOST), "p")
+    assert retry and retry[0].node == "n", f"p stays parked ({core.where('p')}) although it fits n now"
+
+
+# --- 2b. holds the attempt lifts count against the pod in the hint -----------------------------
+
+def _terminating(obj: dict[str, Any]) -> dict[str, Any]:
+    """The pod as the watch shows it once its eviction went out: still there, deleting."""
+    terminating = copy.deepcopy(obj)
+    terminating["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:01Z"
+    return terminating
+
+
+def test_node_growth_requeues_a_pod_that_a_lower_priority_nomination_would_not_let_fit() -> None:
+    """`mid` (priority 500) preempted `low` on `n` (4 CPU) and holds 2 CPU there while `low`
+    terminates. `p` (priority 1000, preemptionPolicy Never, 2 CPU) is parked: `low`'s 4 CPU fill
+    `n`. Then `n` grows to 7 CPU: `low`'s 4 plus p's 2 fit, and p's attempt lifts `mid`'s
+    lower-priority hold (cycle.py, as upstream's filters add only nominated pods of priority >=
+    the pod's: RunFilterPluginsWithNominatedPods / addGENominatedPods), so p lands on `n`.
+
+    Before the fix `handle.fits_node` filtered `n` with `mid`'s hold still charged (4 + 2 held +
+    2 asked > 7), and p may not preempt, so the NodeUpdate was not offered to p: it stayed parked
+    until `low` was gone or the 5-minute flush. Upstream's fit hint (fit.go
+    isSchedulableAfterNodeChange: `isFit` against the new node's allocatable alone) queues it."""
+    core = Core()
+    core.apply("ADDED", b.node("n", cpu="4", memory="8Gi"))
+    low = b.pod("low", requests={"cpu": "4"}, node_name="n", phase="Running", priority=LOW)
+    core.apply("ADDED", low)
+    core.apply("ADDED", b.pod("mid", requests={"cpu": "2"}, priority=500))
+    first = _of(core.run(), "mid")
+    assert first[0].nominated_node == "n" and [v.meta.name for v in first[0].preempted] == ["low"]
+    core.apply("MODIFIED", _terminating(low))
+    core.apply("ADDED", b.pod("p", requests={"cpu": "2"}, priority=HIGH,
+                              spec_extra={"preemptionPolicy": "Never"}))
+    parked = _of(core.run(), "p")
+    assert parked and parked[0].node is None and not parked[0].preempted, parked
+    assert core.where("p") == UNSCHEDULABLE
+
+    core.apply("MODIFIED", b.node("n", cpu="7", memory="8Gi"))
+
+    retry = _of(core.later(BACKOFF_AT_MOST), "p")
+    assert retry and retry[0].node == "n", f"p stays parked ({core.where('p')}) although it fits n now"
+
+
+def test_node_growth_requeues_a_nominated_pod_its_own_hold_would_not_let_fit_once_its_victims_are_lifted() -> None:
+    """`p` (2 CPU) preempted `low` (1 CPU) on `n` (4 CPU, 2 taken by `peer`, of p's priority) and
+    holds 2 CPU there while `low` terminates. Then `n` grows to 5 CPU: `peer`'s 2, `low`'s 1 and
+    p's 2 fit, and p's attempt (which releases its own hold first) lands on `n`.
+
+    Before the fix `handle.fits_node` kept p's own hold charged on `n` in both of its checks: as
+    it is (2 + 1 + 2 held + 2 asked > 5) and with the lower-priority `low` lifted (2 + 2 held + 2
+    asked > 5), so p stayed parked: lifting the victims only makes up for p's own hold when they
+    free at least as much as p asks (test 2 above)."""
+    core = Core()
+    core.apply("ADDED", b.node("n", cpu="4", memory="8Gi"))
+    core.apply("ADDED", b.pod("peer", requests={"cpu": "2"}, node_name="n", phase="Running", priority=HIGH))
+    low = b.pod("low", requests={"cpu": "1"}, node_name="n", phase="Running", priority=LOW)
+    core.apply("ADDED", low)
+    core.apply("ADDED", b.pod("p", requests={"cpu": "2"}, priority=HIGH))
+    first = _of(core.run(), "p")
+    assert first[0].nominated_node == "n" and [v.meta.name for v in first[0].preempted] == ["low"]
+    core.apply("MODIFIED", _terminating(low))
+    assert core.where("p") == UNSCHEDULABLE
+
+    core.apply("MODIFIED", b.node("n", cpu="5", memory="8Gi"))
 
     retry = _of(core.later(BACKOFF_AT_MOST), "p")
     assert retry and retry[0].node == "n", f"p stays parked ({core.where('p')}) although it fits n now"

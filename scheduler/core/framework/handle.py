@@ -24,7 +24,9 @@ class Handle(Protocol):
         """The node table (batch plugins' columns), rows in the state's node order."""
 
     def fits_node(self, uid: str, event: ClusterEvent) -> bool:
-        """QueueingHint for node events: does the pod now pass every filter on `event.node`?"""
+        """QueueingHint for node events: does the pod pass every filter on `event.node` as its
+        attempt would find the node (or, when it may preempt, once the lower-priority pods there
+        are gone)?"""
 
     def usable_rows(self, ctx: PodContext) -> Bools:
         """The rows no batch filter rules out for the pod now (a superset of where it fits)."""

@@ -153,12 +153,28 @@ class ProfileRuntime:
         """May the pod go to the node now — as it is, or (when this profile preempts and the pod
         may) once the node's lower-priority pods are gone? Upstream's node hints check each
         plugin's own rule, so a node untainted, uncordoned, labelled or grown brings back a pod
-        that can preempt there although pods still stand in its way."""
+        that can preempt there although pods still stand in its way.
+
+        The node is judged as the pod's attempt finds it: without the pod's own hold (released
+        before its attempt) or the holds of lower-priority nominated pods (which the attempt
+        lifts, `ClusterState.holds_below`), set aside for the look and put back."""
         state = self._state
         pod = state.pods.get(uid)
         info = state.nodes.get(event.node)
         if pod is None or info is None or info.node is None:
             return False
+        ignored = [uid, *state.holds_below(state.competing_priority(pod))] if state.holds else []  # holds are rare
+        aside = {holder: hold for holder in ignored if (hold := state.set_aside_hold(holder)) is not None}
+        try:
+            return self._fits_or_frees(pod, info)
+        finally:
+            for holder, hold in aside.items():
+                state.hold(holder, hold.placement, hold.priority)
+
+    def _fits_or_frees(self, pod: Pod, info: NodeInfo) -> bool:
+        """`fits_node`'s check on the node as the attempt finds it: the pod passes the filters
+        there, or passes them once the node's placed lower-priority pods are lifted."""
+        state = self._state
         ctx = prepare(pod, state.classes)
         if self.pre_filter(ctx) is not None:
             return False

@@ -893,7 +893,17 @@ class ClusterState:
         self._touch(info)
 
     def release_hold(self, uid: str) -> Hold | None:
-        """Drop the pod's hold (its node's room is free again); the hold, or None."""
+        """Drop the pod's hold (its node's room is free again); the hold, or None. Deleted
+        devices only it still held are forgotten now (`set_aside_hold` alone keeps them)."""
+        held = self.set_aside_hold(uid)
+        if held is not None:
+            self.ledger.drop_released_ghosts(held.placement.devices)
+            self._recount_reshaped()
+        return held
+
+    def set_aside_hold(self, uid: str) -> Hold | None:
+        """Take the pod's hold off its node for a what-if (a queueing hint's look at the node):
+        its charges go, nothing else changes; `hold` puts back exactly what was there."""
         held = self.holds.pop(uid, None)
         if held is None:
             return None
@@ -904,10 +914,18 @@ class ClusterState:
         _add(info.held_requested, placement.requests, -1)
         self.ledger.uncharge(uid, placement.grants)
         self.ledger.refresh_for(placement.devices)
-        self.ledger.drop_released_ghosts(placement.devices)
-        self._recount_reshaped()
         self._touch(info)
         return held
+
+    def holds_below(self, priority: int) -> list[str]:
+        """The nominated pods whose holds an attempt at `priority` does not count: those of lower
+        priority (upstream's filters add only the nominated pods of priority >= the pod's,
+        addGENominatedPods), whose room it may take."""
+        return [uid for uid, hold in self.holds.items() if hold.priority < priority]
+
+    def release_holds_below(self, priority: int) -> dict[str, Hold]:
+        """Drop the `holds_below` the priority; the holds dropped, by pod, for the caller to give back."""
+        return {uid: hold for uid in self.holds_below(priority) if (hold := self.release_hold(uid)) is not None}
 
     # --- devices, classes, pod groups --------------------------------------------------------
 
