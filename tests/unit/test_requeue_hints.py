@@ -209,6 +209,34 @@ def test_node_growth_requeues_a_nominated_pod_its_own_hold_would_not_let_fit_onc
     assert retry and retry[0].node == "n", f"p stays parked ({core.where('p')}) although it fits n now"
 
 
+def test_uncordon_requeues_a_pod_that_may_preempt_a_gang_below_its_members_own_priority() -> None:
+    """`n` (cordoned) is full of PodGroup `train`'s two members: pods of priority 1000, but their
+    PodGroup's class `batch` is worth 0, and as victims they count at it (ClusterState.
+    gang_priority, preemption's units_for). `p` (priority 500) is parked on NodeUnschedulable.
+    Once `n` is uncordoned, p's attempt preempts the gang there.
+
+    Before the fix `handle.fits_node` lifted only the node's pods whose own priority is below
+    p's, so it found nothing to lift and p stayed parked until the 5-minute flush."""
+    core = Core()
+    core.apply("ADDED", {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                         "metadata": {"name": "batch", "uid": "pc-batch"}, "value": LOW})
+    group = b.podgroup("train", 2)
+    group["spec"]["priorityClassName"] = "batch"
+    core.apply("ADDED", b.node("n", cpu="4", memory="8Gi", unschedulable=True), group)
+    core.apply("ADDED", *(b.pod(f"t-{i}", requests={"cpu": "2"}, priority=HIGH, node_name="n", phase="Running",
+                                labels={"scheduling.x-k8s.io/pod-group": "train"}) for i in range(2)))
+    core.apply("ADDED", b.pod("p", requests={"cpu": "2"}, priority=500))
+    first = _of(core.run(), "p")
+    assert first and first[0].node is None and not first[0].preempted, first
+    assert core.where("p") == UNSCHEDULABLE
+
+    core.apply("MODIFIED", b.node("n", cpu="4", memory="8Gi"))
+
+    retry = _of(core.later(BACKOFF_AT_MOST), "p")
+    assert retry, f"p stays parked ({core.where('p')}) although it may preempt the gang on n now"
+    assert retry[0].nominated_node == "n" and sorted(v.meta.name for v in retry[0].preempted) == ["t-0", "t-1"]
+
+
 # --- 3. storms: events that free nothing wake every pod rejected for resources -----------------
 
 @pytest.mark.parametrize("change", ["binding confirmed", "requests grown"])

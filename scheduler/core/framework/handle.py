@@ -25,7 +25,7 @@ class Handle(Protocol):
 
     def fits_node(self, uid: str, event: ClusterEvent) -> bool:
         """QueueingHint for node events: does the pod pass every filter on `event.node` as its
-        attempt would find the node (or, when it may preempt, once the lower-priority pods there
+        attempt would find the node (or, when it may preempt, once the pods it may evict there
         are gone)?"""
 
     def usable_rows(self, ctx: PodContext) -> Bools:

@@ -356,6 +356,10 @@ class PostFilterPlugin(Plugin):
         inside one of these (every member in the same one), None: anywhere."""
 
     @abstractmethod
+    def frees_room(self, pod: Pod, info: NodeInfo) -> bool:
+        """Would the pod pass the filters on the node once every pod it may evict there is gone?"""
+
+    @abstractmethod
     def after_pre_filter(self, pod: Pod) -> Preemption:
         """What this PostFilter answers for a pod a PreFilter refused (every node carries that
         refusal, UnschedulableAndUnresolvable: no eviction can help anywhere), without searching."""

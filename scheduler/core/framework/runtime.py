@@ -151,7 +151,7 @@ class ProfileRuntime:
 
     def fits_node(self, uid: str, event: ClusterEvent) -> bool:
         """May the pod go to the node now — as it is, or (when this profile preempts and the pod
-        may) once the node's lower-priority pods are gone? Upstream's node hints check each
+        may) once the pods it may evict there are gone? Upstream's node hints check each
         plugin's own rule, so a node untainted, uncordoned, labelled or grown brings back a pod
         that can preempt there although pods still stand in its way.
 
@@ -173,26 +173,14 @@ class ProfileRuntime:
 
     def _fits_or_frees(self, pod: Pod, info: NodeInfo) -> bool:
         """`fits_node`'s check on the node as the attempt finds it: the pod passes the filters
-        there, or passes them once the node's placed lower-priority pods are lifted."""
-        state = self._state
-        ctx = prepare(pod, state.classes)
+        there, or passes them once the pods its preemption may evict there are gone (the
+        PostFilter's own rule: a gang's members count at their gang's priority)."""
+        ctx = prepare(pod, self._state.classes)
         if self.pre_filter(ctx) is not None:
             return False
         if self.filter_node(ctx, info) is None:
             return True
-        if self.post_filter is None or pod.preempt_never:
-            return False
-        priority = state.competing_priority(pod)
-        lower = [other for other in sorted(info.pods) if other in state.placements
-                 and (placed := state.pods.get(other)) is not None and placed.priority < priority]
-        if not lower:
-            return False
-        lifted = [state.lift(other) for other in lower]
-        try:
-            return self.filter_node(prepare(pod, state.classes), info) is None
-        finally:
-            for entry in lifted:
-                state.restore(entry)
+        return self.post_filter is not None and not pod.preempt_never and self.post_filter.frees_room(pod, info)
 
     # --- the cycle's steps ----------------------------------------------------------------
 

@@ -239,19 +239,35 @@ class DefaultPreemption(PostFilterPlugin):
         parts = sorted(f"{count} {reason}" for reason, count in statuses.items() if count)
         return Preemption(message=f"0/{total} nodes are available: {', '.join(parts)}.", clear=True)
 
-    def victims_on(self, pod: Pod, info: NodeInfo, now: float) -> Candidate | tuple[str, ...]:
-        """upstream's SelectVictimsOnNode with units: the candidate, or the node's reasons. A gang
-        member preempts at its gang's priority, and never evicts its own gang."""
+    def frees_room(self, pod: Pod, info: NodeInfo) -> bool:
+        """Would the pod pass the filters on the node once every pod it may evict there is off
+        it (SelectVictimsOnNode's first check, alone)? The node hint's question."""
+        units, lifted = self._lift_units(pod, info)
+        try:
+            return bool(units) and self.handle.filter_node(prepare(pod, self.state.classes), info) is None
+        finally:
+            for entries in lifted.values():
+                for entry in entries:
+                    self.state.restore(entry)
+
+    def _lift_units(self, pod: Pod, info: NodeInfo) -> tuple[list[Unit], dict[str, list[Lifted]]]:
+        """The units the pod may evict on the node, each lifted off it (its pods there): a gang
+        member preempts at its gang's priority, and never evicts its own gang. The lifted
+        entries by unit (its first pod's uid), for the caller to restore."""
         state = self.state
         here = [state.pods[uid] for uid in sorted(info.pods) if uid in state.pods]
         units = units_for(state, state.competing_priority(pod), here,
                           exclude_gang=pod.gang.key if pod.gang is not None else "")
+        return units, {unit.pods[0].uid: [state.lift(p.uid) for p in unit.pods if state.node_of(p.uid) == info.name]
+                       for unit in units}
+
+    def victims_on(self, pod: Pod, info: NodeInfo, now: float) -> Candidate | tuple[str, ...]:
+        """upstream's SelectVictimsOnNode with units: the candidate, or the node's reasons."""
+        state = self.state
+        units, lifted = self._lift_units(pod, info)
         if not units:
             return (NO_VICTIMS,)
-        lifted: dict[str, list[Lifted]] = {}
         try:
-            for unit in units:
-                lifted[unit.pods[0].uid] = [state.lift(p.uid) for p in unit.pods if state.node_of(p.uid) == info.name]
             ctx = prepare(pod, state.classes)
             rejected = self.handle.filter_node(ctx, info)
             if rejected is not None:
