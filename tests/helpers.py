@@ -11,13 +11,15 @@ from typing import Any
 
 import anyio
 import orjson
+import pytest
 
 from scheduler.api.config import SchedulerConfig, load_config, parse_config
 from scheduler.core.framework.attempt import Attempt
 from scheduler.core.scheduler import Scheduler
-from scheduler.kube.http import KubeHttp
+from scheduler.kube.http import KubeHttp, Response
 from scheduler.kube.loop import SchedulerLoop
 from scheduler.kube.snapshot import ClusterListing
+from scheduler.kubectl import cli
 from scheduler.kubectl.target import Target
 from scheduler.sim import builders as b
 from scheduler.sim.replay import Replay, WatchEvent
@@ -193,6 +195,24 @@ def fake_listing(api: Any, objs: list[dict[str, Any]]
         api.api = SimpleNamespace(close=close)
         return api, ClusterListing(objs)
     return listing
+
+
+class NotFoundApi:
+    """The follow-up reads of a `fake_listing` command (the installed ConfigMap, the Lease, Events,
+    PriorityClasses) against a cluster that has none of them: 404 for every one."""
+    async def request(self, method: str, path: str, **_: Any) -> Response:
+        return Response(404, orjson.dumps({"kind": "Status", "code": 404}))
+
+
+async def what_if_cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+                      objs: list[dict[str, Any]], *argv: str) -> tuple[int, str, str]:
+    """`kubectl tessera what-if --config BINPACK ARGV...` over the listed `objs` (`fake_listing`,
+    `NotFoundApi`): its exit status, stdout and stderr."""
+    monkeypatch.setattr(cli, "_listing", fake_listing(NotFoundApi(), objs))
+    args = cli.build_parser().parse_args(["what-if", "--config", BINPACK, *argv])
+    status = await cli._what_if(args, Target(None, None, "default"))
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
 
 
 async def until(condition: Callable[[], bool], seconds: float = 10.0) -> None:

@@ -34,12 +34,13 @@ from scheduler.kube.term_token import parse_term_token
 from scheduler.kubectl.installed import DEFAULT_NAMESPACE
 from scheduler.kubectl.leadership import UNKNOWN, Leadership
 from scheduler.kubectl.not_read import not_read, volume_note
-from scheduler.kubectl.other_profile import configuration, evidence, evidence_writer, hint, no_longer_leads, replicas
+from scheduler.kubectl.other_profile import (configuration, evidence, evidence_writer, hint, lacks, no_longer_leads,
+                                             replicas)
 from scheduler.kubectl.unread import (Offered, cannot_tell, extended_requests, offered, podgroup_unread,
                                       podgroup_unread_message)
 from scheduler.sim.snapshot import is_bound, load
 from scheduler.view.cluster import extended_amounts, gang_view, gate_holds
-from scheduler.view.model import GangView, PluginScore, plain
+from scheduler.view.model import GangView, PluginScore, node_scores, plain
 from scheduler.view.reasons import wait_reason
 from scheduler.view.text import age, columns, score_sum, tie_note
 
@@ -256,11 +257,9 @@ def _not_evaluated(profile: str, shown: str, writer: str, holder: str, source: s
     `shown` is the evidence, `writer` the replica that last ran the profile (`evidence_writer`),
     `holder` the Lease's ("" unknown)."""
     stale = no_longer_leads(writer, holder, profile)
-    if stale:
-        return (f"not evaluated: Tessera replica {writer} ran profile {profile} ({shown}), {stale}; "
-                f"{configuration(source)} does not have the profile either: {hint(scheduler_namespace, 'explain')}")
-    return (f"not evaluated: Tessera schedules it under profile {profile} ({shown}), which "
-            f"{configuration(source)} does not have: {hint(scheduler_namespace, 'explain')}")
+    lead = (f"Tessera replica {writer} ran profile {profile} ({shown})," if stale
+            else f"Tessera schedules it under profile {profile} ({shown}),")
+    return f"not evaluated: {lead} {lacks(source, stale)}: {hint(scheduler_namespace, 'explain')}"
 
 
 def pending_line(core: Scheduler, raw: Mapping[str, Any], pod: Pod, other: str = "") -> str:
@@ -707,11 +706,8 @@ def _dry_run(objects: Sequence[dict[str, Any]], pods: frozenset[str], key: str, 
             if attempt.pod.key != key:
                 continue
             weights = core.profiles[attempt.pod.scheduler_name].weights()
-            verdicts = []
-            for node, line in sorted((attempt.scores or {}).items(),
-                                     key=lambda item: (-item[1].get("total", 0), item[0])):
-                parts = tuple(PluginScore(name, line.get(name, 0), weight) for name, weight in weights.items())
-                verdicts.append(NodeVerdict(node, True, score_sum(line.get("total", 0), parts), parts))
+            verdicts = [NodeVerdict(scored.node, True, score_sum(scored.total, scored.scores), scored.scores)
+                        for scored in node_scores(attempt.scores, weights)]
             verdicts += [NodeVerdict(node, False, reason) for node, reason in sorted((attempt.filtered or {}).items())]
             # a gang's victims ride on its first member's attempt; every member is nominated
             victims = attempt.preempted or [victim for other in attempts for victim in other.preempted]

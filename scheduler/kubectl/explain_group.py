@@ -25,7 +25,7 @@ from scheduler.core.scheduler import Scheduler
 from scheduler.kube.snapshot import Unread
 from scheduler.kubectl.explain import Explanation, dry_run_verdict, explain_loaded, pending_line
 from scheduler.kubectl.installed import DEFAULT_NAMESPACE
-from scheduler.kubectl.other_profile import configuration, hint, term_writers
+from scheduler.kubectl.other_profile import hint, lacks, term_writers
 from scheduler.sim.snapshot import load
 from scheduler.view.model import plain
 from scheduler.view.text import columns
@@ -100,16 +100,16 @@ def explain_group(objects: Sequence[dict[str, Any]], namespace: str, name: str, 
     elsewhere = [pod for pod in members if not state.is_ours(pod) and not pod.node_name and not pod.terminal
                  and not pod.meta.deleting]
     waits = {pod.uid for pod in (*waiting, *elsewhere)}
-    which = configuration(config.source)
+    lacking = lacks(config.source)
     writers = term_writers(elsewhere, state.scheduler_names)  # their profiles, a running Tessera's
     lines = tuple(MemberLine(pod.meta.name, pod.phase, pod.node_name, pod.uid in waits,
                              pending_line(core, raws[pod.key], pod,
-                                          f"Tessera's under profile {pod.scheduler_name}, which {which} does not have "
+                                          f"Tessera's under profile {pod.scheduler_name}, {lacking} "
                                           "(see Why it waits)" if pod.scheduler_name in writers else "")
                              if pod.uid in waits else "")
                   for pod in members)
     others = tuple(f"its members are Tessera's under profile {profile} (they carry tessera.dev/term, written by "
-                   f"Tessera replica {replica}), which {which} does not have: no dry run and no Leader line (its "
+                   f"Tessera replica {replica}), {lacking}: no dry run and no Leader line (its "
                    f"Lease is not known); {hint(scheduler_namespace, 'explain')}"
                    for profile, replica in writers.items())
     ref = GangRef(key, None, True, api)

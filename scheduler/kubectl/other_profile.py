@@ -104,6 +104,15 @@ def configuration(source: str) -> str:
     return "the built-in configuration" if source in ("", BUILTIN_SOURCE) else f"the configuration {source}"
 
 
+def lacks(source: str, stale: str = "") -> str:
+    """How a sentence about a profile the configuration (`source`) does not have ends: `which
+    <configuration> does not have`, or after `stale` (`no_longer_leads`: the replica that ran the
+    profile may no longer run it) `<stale>; <configuration> does not have the profile either`."""
+    if stale:
+        return f"{stale}; {configuration(source)} does not have the profile either"
+    return f"which {configuration(source)} does not have"
+
+
 def hint(namespace: str, command: str, what: str = "it") -> str:
     """How to let `command` evaluate `what` (pods of a profile its configuration does not have);
     `namespace`: where it looks for the installed ConfigMap (--scheduler-namespace)."""

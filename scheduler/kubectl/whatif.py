@@ -19,6 +19,7 @@ from typing import Any
 from scheduler.api.config_model import SchedulerConfig
 from scheduler.api.quantity import format_quantity
 from scheduler.core import annotations as ann
+from scheduler.core.framework.attempt import Attempt
 from scheduler.core.plugins.preemption.victims import listed_all
 from scheduler.core.scheduler import Scheduler
 from scheduler.first_few import first_few
@@ -27,14 +28,14 @@ from scheduler.kube.term_token import TermToken
 from scheduler.kubectl.installed import DEFAULT_NAMESPACE
 from scheduler.kubectl.leadership import Leadership
 from scheduler.kubectl.not_read import not_read, volume_note
-from scheduler.kubectl.other_profile import configuration, hint, no_longer_leads, terms
+from scheduler.kubectl.other_profile import hint, lacks, no_longer_leads, terms
 from scheduler.kubectl.unread import cannot_tell, devices_unread, offered
 from scheduler.sim.replay import Replay, WatchEvent
 from scheduler.sim.snapshot import replay_order
 from scheduler.view.cluster import build_view
 from scheduler.view.listed import listed_core
-from scheduler.view.model import plain
-from scheduler.view.text import columns, count, tie_note
+from scheduler.view.model import NodeScore, node_scores, plain
+from scheduler.view.text import columns, count, score_sum, tie_note
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +50,9 @@ class Outcome:
     tied_count: int = 0  # how many other nodes had it
     score: int | None = None  # the node's total score, when more than one node was scored
     preempt_reasons: tuple[str, ...] = ()  # why each of `preempts` goes (as `WhatIf.evicted_reasons`)
+    # the nodes it would pick among (`node`, then those tied with it named) and how each one's score
+    # adds up, as explain's node table says it; none when it was not placed or one node alone was scored
+    scored: tuple[NodeScore, ...] = ()
     # no verdict: `message` says which kind it depends on could not be read (`unread.cannot_tell`)
     unknown: bool = False
 
@@ -109,7 +113,7 @@ def what_if(objects: Sequence[dict[str, Any]], config: SchedulerConfig, now: flo
     unknown = devices_unread(unread or {})  # GPUs pods' annotations name: in use as they say, no ghosts
     listed = listed_core(config, objects, now, unknown)  # the cluster now, as `kubectl tessera nodes` reads it
     current = listed.core
-    replay = Replay(config)
+    replay = Replay(config, explain=True)  # explain: each plugin's part of the scores (`_scored`)
     replay.now = now  # node agents' heartbeats are judged against the real clock
     for _ in replay.run_listing(WatchEvent("ADDED", obj) for obj in replay_order(objects)):
         pass
@@ -118,12 +122,7 @@ def what_if(objects: Sequence[dict[str, Any]], config: SchedulerConfig, now: flo
     victims: dict[str, list[str]] = {}
     for victim, preemptor in sorted(replay.stats.evicted.items()):
         victims.setdefault(preemptor, []).append(victim)
-    found = {key: Outcome(key, attempt.node or "", _devices(attempt.annotations), attempt.deferred,
-                          tuple(victims.get(key, ())),
-                          "" if attempt.node and not attempt.deferred else attempt.message,
-                          tuple(sorted(attempt.tied)) if attempt.node else (), attempt.tied_count if attempt.node else 0,
-                          attempt.score if attempt.node else None,
-                          tuple(replay.stats.evicted_why.get(victim, "") for victim in victims.get(key, ())))
+    found = {key: _outcome(attempt, tuple(victims.get(key, ())), replay)
              for key, attempt in replay.stats.final.items()}
     # pods a PreEnqueue plugin keeps out are never attempted: their gate says why they stay pending
     found.update((key, Outcome(key, "", (), False, (), why)) for key, why in replay.scheduler.gated().items())
@@ -194,25 +193,49 @@ def _profile_lines(pods: Mapping[str, int], found: Mapping[str, TermToken], lead
     lines = []
     for name, n in pods.items():
         token = found[name]
-        which = f"{count(n, 'pod')} from {from_file}" if from_file else count(n, "pending pod")
         what = "it" if n == 1 else "them"
         holder = leader.holder if leader is not None and token.of_lease(leader.lease or None) else ""
         stale = no_longer_leads(token.identity, holder, name, what)
-        lead = f"{which} {'is' if n == 1 else 'are'} for {name}"
-        if stale:
-            lead += (f", a profile Tessera replica {token.identity} ran (pods of it carry its tessera.dev/term), "
-                     f"{stale}; {configuration(source)} does not have the profile either")
-        else:
-            lead += (f", a profile of a running Tessera (pods of it carry tessera.dev/term, written by Tessera "
-                     f"replica {token.identity}), which {configuration(source)} does not have")
-        lines.append(f"{lead}: {hint(scheduler_namespace, 'what-if', what)}")
+        profile = (f"a profile Tessera replica {token.identity} ran (pods of it carry its tessera.dev/term)" if stale
+                   else f"a profile of a running Tessera (pods of it carry tessera.dev/term, written by Tessera "
+                        f"replica {token.identity})")
+        lines.append(f"{_pods(n, from_file)} {'is' if n == 1 else 'are'} for {name}, {profile}, "
+                     f"{lacks(source, stale)}: {hint(scheduler_namespace, 'what-if', what)}")
     return tuple(lines)
+
+
+def _pods(n: int, from_file: str) -> str:
+    """The pods a line counts: `3 pods from b-job.yaml` (-f: the file's), else `3 pending pods`."""
+    return f"{count(n, 'pod')} from {from_file}" if from_file else count(n, "pending pod")
 
 
 def _natural(name: str) -> tuple[tuple[int, int | str], ...]:
     """`name` sorted as people read numbered names: team-b-train-2 before team-b-train-10 (a
     trial's table read 0, 1, 10, 11, 2, ...). Runs of digits compare as numbers, the rest as text."""
     return tuple((0, int(part)) if part.isdecimal() else (1, part) for part in re.split(r"(\d+)", name) if part)
+
+
+def _outcome(attempt: Attempt, victims: tuple[str, ...], replay: Replay) -> Outcome:
+    """A pod's outcome from its final attempt; `victims`: those its preemption evicted."""
+    scored = _scored(attempt, replay.scheduler)
+    return Outcome(attempt.pod.key, attempt.node or "", _devices(attempt.annotations), attempt.deferred, victims,
+                   "" if attempt.node and not attempt.deferred else attempt.message,
+                   tuple(sorted(attempt.tied)) if attempt.node else (), attempt.tied_count if attempt.node else 0,
+                   scored[0].total if scored else None,
+                   tuple(replay.stats.evicted_why.get(victim, "") for victim in victims), scored)
+
+
+def _scored(attempt: Attempt, scheduler: Scheduler) -> tuple[NodeScore, ...]:
+    """The nodes `attempt`'s pod would pick among — its node first, then those tied with it that
+    it names — with how each one's score adds up (`node_scores`, as explain reads them); none when it
+    was not placed or when one node alone fit (no choice: upstream scores only when more than one
+    does, and the replay's explain scores that one anyway)."""
+    scores = attempt.scores or {}
+    if not attempt.node or len(scores) < 2:
+        return ()
+    among = {node: scores[node] for node in (attempt.node, *attempt.tied)}
+    weights = scheduler.profiles[attempt.pod.scheduler_name].weights()
+    return tuple(sorted(node_scores(among, weights), key=lambda scored: scored.node != attempt.node))
 
 
 def _never_fits(found: dict[str, Outcome], scheduler: Scheduler) -> None:
@@ -251,6 +274,7 @@ def render(result: WhatIf) -> str:
         return (f"{nothing} (configuration {result.config}; nothing was "
                 f"written{elsewhere})." + (f"\n{theirs}" if theirs else "") + f"\n\nNow:    {result.before}")
     rows: list[list[str | None]] = [["POD", "NODE", "DEVICES", "RESULT"]]
+    below: list[list[str]] = [[]]  # per row, the lines under it: how its node's score adds up
     for o in result.outcomes:
         if o.node:
             verdict = "placed, Binding held by the allocation gate" if o.held else "placed"
@@ -263,11 +287,12 @@ def render(result: WhatIf) -> str:
             if o.preempts:  # its preemption evicted them, and it still did not fit
                 verdict += f" (its preemption would evict {listed_all(o.preempts, o.preempt_reasons)})"
         rows.append([o.pod, o.node, ", ".join(o.devices), verdict])
+        below.append(_breakdown(o.scored))
     stay = len(result.outcomes) - result.placed - result.unknown
     unknown = f", {result.unknown} cannot tell (see RESULT)" if result.unknown else ""
-    which = (f"{count(len(result.outcomes), 'pod')} from {result.from_file} (not created)" if result.from_file
-             else count(len(result.outcomes), 'pending pod'))
-    lines = [columns(rows), "",
+    which = _pods(len(result.outcomes), result.from_file) + (" (not created)" if result.from_file else "")
+    table = [line for row, under in zip(columns(rows).split("\n"), below, strict=True) for line in (row, *under)]
+    lines = [*table, "",
              f"{which}: {result.placed} would be placed, {stay} would stay pending{unknown} "
              f"(configuration {result.config}; a dry run, nothing was written{elsewhere})"]
     if theirs:
@@ -279,6 +304,16 @@ def render(result: WhatIf) -> str:
         lines.append(f"Leader: {result.leader.message}")
     lines += [f"Now:    {result.before}", f"After:  {result.after}"]
     return "\n".join(lines)
+
+
+def _breakdown(scored: Sequence[NodeScore]) -> list[str]:
+    """`  n1, n2: score 325 = TaintToleration 100x3 + NodeResourcesFit 25x1`: how the score of
+    each node a pod would pick among adds up, in explain's words (`score_sum`); nodes that add up
+    alike share a line."""
+    nodes: dict[str, list[str]] = {}
+    for node in scored:
+        nodes.setdefault(score_sum(node.total, node.scores), []).append(node.node)
+    return [f"  {', '.join(names)}: {line}" for line, names in nodes.items()]
 
 
 def _notes(notes: Sequence[PodNote]) -> list[str]:
@@ -297,7 +332,6 @@ def _other_schedulers(result: WhatIf) -> str:
         return "\n".join(result.other_profiles)
     names = ", ".join(f"{name}: {n}" for name, n in result.other_schedulers.items())
     total = sum(result.other_schedulers.values())
-    which = f"{count(total, 'pod')} from {result.from_file}" if result.from_file else count(total, 'pending pod')
-    return "\n".join((f"{which} {'is' if total == 1 else 'are'} for other schedulers ({names}): "
+    return "\n".join((f"{_pods(total, result.from_file)} {'is' if total == 1 else 'are'} for other schedulers ({names}): "
                       f"the configuration's profiles schedule only pods whose spec.schedulerName is "
                       f"{' or '.join(result.profiles)}.", *result.other_profiles))

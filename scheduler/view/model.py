@@ -6,6 +6,7 @@ json` prints and the page's script reads: one schema, documented here, for every
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,6 +57,25 @@ class PluginScore:
     plugin: str
     score: int
     weight: int
+
+
+@dataclass(frozen=True, slots=True)
+class NodeScore:
+    """A scored node's total in a dry run and its every score plugin's part, in the profile's
+    order (`text.score_sum` says how it adds up)."""
+    node: str
+    total: int
+    scores: tuple[PluginScore, ...]
+
+
+def node_scores(scores: Mapping[str, Mapping[str, int]] | None, weights: Mapping[str, int]) -> tuple[NodeScore, ...]:
+    """An attempt's scored nodes (`Attempt.scores`: per node, each plugin's normalised score and the
+    `total`, kept by a core run with explain) with each plugin's weight in the profile
+    (`ProfileRuntime.weights`), the highest total first, then by name: the one reading of them
+    that explain's node table and what-if's breakdown share, so both say a node's score alike."""
+    return tuple(NodeScore(node, line.get("total", 0),
+                           tuple(PluginScore(name, line.get(name, 0), weight) for name, weight in weights.items()))
+                 for node, line in sorted((scores or {}).items(), key=lambda item: (-item[1].get("total", 0), item[0])))
 
 
 @dataclass(frozen=True, slots=True)

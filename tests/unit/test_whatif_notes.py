@@ -11,12 +11,10 @@ from typing import Any
 import orjson
 import pytest
 
-from scheduler.kube.http import Response
 from scheduler.kubectl import cli, explain as explaining
 from scheduler.kubectl.probe_pods import ProbeError, read_probes
-from scheduler.kubectl.target import Target
 from scheduler.sim import builders as b
-from tests.helpers import BINPACK, config, fake_listing
+from tests.helpers import config, what_if_cli
 
 PVC_BUNDLE = """
 apiVersion: storage.k8s.io/v1
@@ -68,20 +66,6 @@ def _pod(name: str) -> str:
             "  containers: [{name: c, image: x, resources: {limits: {nvidia.com/gpu: 1}}}]\n")
 
 
-class _Api:
-    async def request(self, method: str, path: str, **_: Any) -> Response:
-        return Response(404, orjson.dumps({"kind": "Status", "code": 404}))
-
-
-async def _what_if(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], objs: list[dict[str, Any]],
-                   *argv: str) -> tuple[int, str, str]:
-    monkeypatch.setattr(cli, "_listing", fake_listing(_Api(), objs))
-    args = cli.build_parser().parse_args(["what-if", "--config", BINPACK, *argv])
-    status = await cli._what_if(args, Target(None, None, "default"))
-    captured = capsys.readouterr()
-    return status, captured.out, captured.err
-
-
 def test_explain_says_a_pods_claims_are_not_checked() -> None:
     """Finding 1: a pod with a persistentVolumeClaim (or an ephemeral volume) gets a Volumes: line."""
     pod = b.pod("pvc-pod", limits={"nvidia.com/gpu": 1})
@@ -107,13 +91,13 @@ async def test_what_if_notes_a_file_pods_claims_and_skips_objects_that_make_no_p
     """Findings 1 and 4: the trial's bundle (StorageClass, claim, pod) was refused; now the
     StorageClass and the claim are skipped with one note, and the pod's claim is noted."""
     (tmp_path / "pvc.yaml").write_text(PVC_BUNDLE)
-    status, out, err = await _what_if(monkeypatch, capsys, [b.node("n", gpus=8)], "-f", str(tmp_path / "pvc.yaml"))
+    status, out, err = await what_if_cli(monkeypatch, capsys, [b.node("n", gpus=8)], "-f", str(tmp_path / "pvc.yaml"))
     assert status == 0
     assert out.splitlines()[1].split() == ["default/pvc-pod", "n", "-", "placed"]
     assert (f"warning: {tmp_path / 'pvc.yaml'}: skipped 2 objects that make no pods: StorageClass local-wffc, "
             "PersistentVolumeClaim default/data") in err
     assert ("Not read: default/pvc-pod: claim data: Tessera does not check volume binding or topology") in out
-    _, out, _ = await _what_if(monkeypatch, capsys, [b.node("n", gpus=8)], "-f", str(tmp_path / "pvc.yaml"),
+    _, out, _ = await what_if_cli(monkeypatch, capsys, [b.node("n", gpus=8)], "-f", str(tmp_path / "pvc.yaml"),
                                "-o", "json")
     doc = orjson.loads(out)
     assert [note["pod"] for note in doc["notes"]] == ["default/pvc-pod"]
@@ -139,7 +123,7 @@ async def test_what_if_notes_preferred_terms_it_does_not_score(
     (Preferred pod terms are scored now, but for those with a namespaceSelector.)"""
     (tmp_path / "pref.yaml").write_text(PREFERRED)
     (tmp_path / "two.yaml").write_text(PREFERRED.replace("name: pref", "name: pref2"))
-    _, out, _ = await _what_if(monkeypatch, capsys, [b.node("n", gpus=8)], "-f", str(tmp_path / "pref.yaml"),
+    _, out, _ = await what_if_cli(monkeypatch, capsys, [b.node("n", gpus=8)], "-f", str(tmp_path / "pref.yaml"),
                                "-f", str(tmp_path / "two.yaml"))
     # pods with the same note share one line (a workload's replicas)
     assert ("Not read: default/pref, default/pref2: spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution"
@@ -149,10 +133,8 @@ async def test_what_if_notes_preferred_terms_it_does_not_score(
     pending["spec"]["affinity"] = {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
         {"weight": 1, "podAffinityTerm": {"topologyKey": "zone", "labelSelector": {},
                                           "namespaceSelector": {"matchLabels": {"team": "a"}}}}]}}
-    monkeypatch.setattr(cli, "_listing", fake_listing(_Api(), [b.node("n", gpus=8), pending]))
-    args = cli.build_parser().parse_args(["what-if", "--config", BINPACK])
-    await cli._what_if(args, Target(None, None, "default"))
-    assert "Not read: default/waits: spec.affinity.podAffinity.preferred" in capsys.readouterr().out
+    _, out, _ = await what_if_cli(monkeypatch, capsys, [b.node("n", gpus=8), pending])
+    assert "Not read: default/waits: spec.affinity.podAffinity.preferred" in out
 
 
 async def test_what_if_takes_f_more_than_once(
@@ -160,7 +142,7 @@ async def test_what_if_takes_f_more_than_once(
     """Finding 3: `-f a.yaml -f b.yaml` placed only b's pods; kubectl takes -f repeatedly."""
     (tmp_path / "a.yaml").write_text(_pod("a"))
     (tmp_path / "b.yaml").write_text(_pod("b"))
-    _, out, _ = await _what_if(monkeypatch, capsys, [b.node("n", gpus=8)], "-f", str(tmp_path / "a.yaml"),
+    _, out, _ = await what_if_cli(monkeypatch, capsys, [b.node("n", gpus=8)], "-f", str(tmp_path / "a.yaml"),
                                "-f", str(tmp_path / "b.yaml"), "-o", "json")
     doc = orjson.loads(out)
     assert [o["pod"] for o in doc["outcomes"]] == ["default/a", "default/b"]
@@ -168,7 +150,7 @@ async def test_what_if_takes_f_more_than_once(
     # the same pod in both files: the second create would be refused
     (tmp_path / "c.yaml").write_text(_pod("a"))
     with pytest.raises(cli.CommandError, match="named more than once: Pod default/a"):
-        await _what_if(monkeypatch, capsys, [b.node("n", gpus=8)], "-f", str(tmp_path / "a.yaml"),
+        await what_if_cli(monkeypatch, capsys, [b.node("n", gpus=8)], "-f", str(tmp_path / "a.yaml"),
                        "-f", str(tmp_path / "c.yaml"))
 
 
@@ -181,6 +163,6 @@ async def test_what_if_devices_show_slice_amounts_as_explain_does(
     (tmp_path / "s.yaml").write_text(
         "apiVersion: v1\nkind: Pod\nmetadata: {name: s}\nspec:\n  schedulerName: tessera\n"
         "  containers: [{name: c, image: x, resources: {limits: {class.tessera.dev/v100-1g: 4}}}]\n")
-    _, out, _ = await _what_if(monkeypatch, capsys, objs, "-f", str(tmp_path / "s.yaml"))
+    _, out, _ = await what_if_cli(monkeypatch, capsys, objs, "-f", str(tmp_path / "s.yaml"))
     row = out.splitlines()[1]
     assert "(4Gi)" in row and "4294967296" not in row, out
