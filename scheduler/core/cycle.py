@@ -56,10 +56,11 @@ def pod_group_error(message: str) -> str:
 
 
 class Cycle:
-    def __init__(self, engine: Engine, seed: int, explain: bool) -> None:
+    def __init__(self, engine: Engine, seed: int, explain: bool, breakdown: bool = False) -> None:
         self.engine = engine
         self.rng = random.Random(seed)
         self.explain = explain
+        self.breakdown = breakdown  # `Scheduler`'s: each plugin's part for the nodes a pick was among
         self.next_start = 0  # the sampled nodes' rotating start (upstream's nextStartNodeIndex)
         # lower-priority holds dropped because a placement took their node, until that placement
         # is kept: a gang transaction or a dry run that is undone gives them back
@@ -254,26 +255,28 @@ class Cycle:
                 return Attempt(pod, None, message=error, error=True, filtered=filtered)
         scores: dict[str, dict[str, int]] | None = None
         tied: tuple[int, ...] = ()
+        named: tuple[int, ...] = ()  # the tied rows the attempt names (`Attempt.tied`)
         top: int | None = None
         if len(found.rows) == 1 and not self.explain:
             best = 0
         else:
             started = timing.stopwatch.now()
-            scored = runtime.score(ctx, found.rows, self.explain)
+            scored = runtime.score(ctx, found.rows, self.explain or self.breakdown)
             timing.point("Score", "Success", profile, started)
             best, tied = self._pick(scored.totals)
             top = scored.totals[best]
+            named = tuple(islice((i for i in tied if i != best), TIED_NAMED))
             if scored.per_plugin is not None:
                 scores = {}
-                for i, row in enumerate(found.rows):
+                for i in range(len(found.rows)) if self.explain else (best, *named):
                     line = {name: values[i] for name, values in scored.per_plugin.items()}
                     line["total"] = scored.totals[i]
-                    scores[table.info(row).name] = line
+                    scores[table.info(found.rows[i]).name] = line
         chosen = table.info(found.rows[best])
         reservation = self._reserve(runtime, ctx, chosen, now)
-        others = tuple(table.info(found.rows[i]).name for i in islice((i for i in tied if i != best), TIED_NAMED))
         return Attempt(pod, chosen.name, dict(reservation.annotations), scores=scores, filtered=filtered,
-                       tied=others, tied_count=max(0, len(tied) - 1), score=top)
+                       tied=tuple(table.info(found.rows[i]).name for i in named), tied_count=max(0, len(tied) - 1),
+                       score=top)
 
     def _pick(self, totals: list[int]) -> tuple[int, tuple[int, ...]]:
         """Index of the highest total, and every index sharing it; ties broken uniformly at random

@@ -81,13 +81,17 @@ class NodeUsage:
 
 class Scheduler:
     def __init__(self, config: SchedulerConfig, seed: int = 0, explain: bool = False, batch: bool = True,
-                 stopwatch: Stopwatch = NO_STOPWATCH) -> None:
+                 stopwatch: Stopwatch = NO_STOPWATCH, breakdown: bool = False) -> None:
         """`batch=False` runs every plugin's per-node form only: the reference the batch forms
         are tested against (the same decisions, slower). `stopwatch` is told how long extension
-        points and plugins took (framework/timing.py); the default times nothing."""
+        points and plugins took (framework/timing.py); the default times nothing. `breakdown`
+        keeps each score plugin's part (`Attempt.scores`) for the nodes a pick was among only,
+        where `explain` keeps every node's and every filter's reason: what-if's breakdown, at
+        about the cost of a plain run (explain's tables for every pod of a large cluster doubled
+        its time and took 18 times the memory)."""
         self._engine = Engine(config, batch, stopwatch)
         self._intake = Intake(self._engine)
-        self._cycle = Cycle(self._engine, seed, explain)
+        self._cycle = Cycle(self._engine, seed, explain, breakdown)
         self._outcomes = BindingOutcomes(self._engine)
 
     # --- driving it ---------------------------------------------------------------------------

@@ -113,7 +113,7 @@ def what_if(objects: Sequence[dict[str, Any]], config: SchedulerConfig, now: flo
     unknown = devices_unread(unread or {})  # GPUs pods' annotations name: in use as they say, no ghosts
     listed = listed_core(config, objects, now, unknown)  # the cluster now, as `kubectl tessera nodes` reads it
     current = listed.core
-    replay = Replay(config, explain=True)  # explain: each plugin's part of the scores (`_scored`)
+    replay = Replay(config, breakdown=True)  # each plugin's part of the picked nodes' scores (`_scored`)
     replay.now = now  # node agents' heartbeats are judged against the real clock
     for _ in replay.run_listing(WatchEvent("ADDED", obj) for obj in replay_order(objects)):
         pass
@@ -221,21 +221,19 @@ def _outcome(attempt: Attempt, victims: tuple[str, ...], replay: Replay) -> Outc
     return Outcome(attempt.pod.key, attempt.node or "", _devices(attempt.annotations), attempt.deferred, victims,
                    "" if attempt.node and not attempt.deferred else attempt.message,
                    tuple(sorted(attempt.tied)) if attempt.node else (), attempt.tied_count if attempt.node else 0,
-                   scored[0].total if scored else None,
+                   attempt.score if attempt.node else None,
                    tuple(replay.stats.evicted_why.get(victim, "") for victim in victims), scored)
 
 
 def _scored(attempt: Attempt, scheduler: Scheduler) -> tuple[NodeScore, ...]:
     """The nodes `attempt`'s pod would pick among — its node first, then those tied with it that
-    it names — with how each one's score adds up (`node_scores`, as explain reads them); none when it
-    was not placed or when one node alone fit (no choice: upstream scores only when more than one
-    does, and the replay's explain scores that one anyway)."""
-    scores = attempt.scores or {}
-    if not attempt.node or len(scores) < 2:
+    it names: the replay's breakdown keeps their scores alone — with how each one's score adds up
+    (`node_scores`, as explain reads them); none when it was not placed or when one node alone fit
+    (no choice: upstream scores only when more than one does)."""
+    if not attempt.node or not attempt.scores:
         return ()
-    among = {node: scores[node] for node in (attempt.node, *attempt.tied)}
     weights = scheduler.profiles[attempt.pod.scheduler_name].weights()
-    return tuple(sorted(node_scores(among, weights), key=lambda scored: scored.node != attempt.node))
+    return tuple(sorted(node_scores(attempt.scores, weights), key=lambda scored: scored.node != attempt.node))
 
 
 def _never_fits(found: dict[str, Outcome], scheduler: Scheduler) -> None:

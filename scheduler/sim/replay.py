@@ -81,8 +81,9 @@ def read_events(lines: Iterable[bytes | str], errors: list[str]) -> Iterator[Wat
 
 
 class Replay:
-    def __init__(self, config: SchedulerConfig, explain: bool = False, seed: int = 0, agent: bool = True) -> None:
-        self.scheduler = Scheduler(config, seed=seed, explain=explain)
+    def __init__(self, config: SchedulerConfig, explain: bool = False, seed: int = 0, agent: bool = True,
+                 breakdown: bool = False) -> None:
+        self.scheduler = Scheduler(config, seed=seed, explain=explain, breakdown=breakdown)
         self.agent = agent  # act as the node agent: mark device allocations done right after binding
         self.now = 0.0
         self.pods: dict[str, dict[str, Any]] = {}  # uid -> latest raw object, to write bindings back

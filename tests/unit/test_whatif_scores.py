@@ -12,6 +12,8 @@ import pytest
 
 from scheduler.kubectl import explain as explaining
 from scheduler.sim import builders as b
+from scheduler.sim.replay import Replay, WatchEvent
+from scheduler.sim.snapshot import replay_order
 from tests.helpers import BINPACK, config, what_if_cli
 
 
@@ -66,3 +68,27 @@ async def test_what_if_prints_no_breakdown_where_one_node_was_scored_or_none(
     assert "score" not in out
     docs = orjson.loads(await _what_if(monkeypatch, capsys, objs, "-o", "json"))["outcomes"]
     assert [(d["score"], d["scored"]) for d in docs] == [(None, []), (None, [])]
+
+
+def test_the_breakdown_keeps_the_picked_nodes_scores_alone_and_the_same_decisions() -> None:
+    """what-if's replay keeps each plugin's part for the nodes a pick was among only (its node and
+    the tied ones named), not explain's table of every scored node per pod: that doubled a large
+    what-if's time and took 18 times its memory (2,000 nodes, 3,000 pods). Its decisions, ties
+    and totals are a plain run's."""
+    objs = [b.node(f"n{i}", gpus=4) for i in range(12)] + [b.node(f"big{i}", gpus=8) for i in range(3)]
+    objs += [b.pod(f"r{i}", node_name=f"n{i}", limits={"nvidia.com/gpu": 1 + i % 3}, phase="Running")
+             for i in range(6)]
+    objs += [b.pod(f"p{i}", limits={"nvidia.com/gpu": 1 + i % 4}) for i in range(20)]
+    runs = {}
+    for breakdown in (False, True):
+        replay = Replay(config(BINPACK), breakdown=breakdown)
+        for _ in replay.run_listing(WatchEvent("ADDED", obj) for obj in replay_order(objs)):
+            pass
+        runs[breakdown] = replay.stats.final
+    assert ({key: (a.node, a.tied, a.tied_count, a.score) for key, a in runs[False].items()}
+            == {key: (a.node, a.tied, a.tied_count, a.score) for key, a in runs[True].items()})
+    assert all(a.scores is None for a in runs[False].values())
+    picked = [a for a in runs[True].values() if a.node and a.score is not None]
+    assert picked and any(a.tied for a in picked)
+    for attempt in picked:
+        assert attempt.scores is not None and set(attempt.scores) == {attempt.node, *attempt.tied}

@@ -25,6 +25,9 @@ class Attempt:
     # reads SchedulerError
     error: bool = False
     rejectors: frozenset[str] = frozenset()
+    # per scored node, each score plugin's normalised score and the `total`: every scored node's
+    # when the core explains; the chosen node's and the `tied` ones' with `Scheduler`'s breakdown
+    # (and more than one node fit); else None
     scores: dict[str, dict[str, int]] | None = None
     # other scored nodes whose total equalled the chosen node's (`score`): the pick among them was a
     # random tie-break (upstream's selectHost), so a dry run's node is one of several equals. How
