@@ -27,7 +27,11 @@ Tessera-specific decisions (upstream defines nothing here, or Tessera deliberate
   another apiVersion or kind, an unknown top-level key) is reported alone, as upstream's strict
   decoding fails before validation runs; a value of the wrong type is one more field's error
   (upstream's decoder would stop at it; Tessera finds it while reading that field). An error about
-  a value the file left out (a default that clashes with a written one) says so.
+  a value the file left out (a default that clashes with a written one) says so. Errors of
+  upstream's framework build (`BuildError`: a plugin at a point it does not extend, a profile's
+  expanded queueSort not holding one plugin) come only from a file with no validation error, the
+  first one alone, as kube-scheduler builds the profiles only after validation and stops at the
+  first that fails.
 - Unknown keys are errors at every level, like upstream's strict decoding of v1 (which has no
   `healthzBindAddress`, `metricsBindAddress` or `percentageOfPlacementsToScore`; v1alpha1 files
   keep their bind addresses, ignored). Known upstream keys Tessera has no use for are accepted
@@ -100,11 +104,14 @@ from pydantic import BaseModel
 
 from scheduler.api.config_reader import (
     ArgsReader,
+    BuildError,
     Checks,
     FieldError,
     FieldErrors,
     Verbatim,
+    child,
     duplicate,
+    fmt,
     forbidden,
     invalid,
     required,
@@ -271,7 +278,7 @@ def _parse(raw: object, source: str) -> SchedulerConfig:
     maximum = found.read(lambda: _max_backoff(root, initial), 0)
     if not legacy:
         found.read(lambda: _no_extenders(root), None)
-    found.raise_errors()
+    found.raise_validation_first()
     assert client_connection is not None and leader_election is not None and initial is not None
 
     return SchedulerConfig(
@@ -319,7 +326,9 @@ def _legacy_profiles(root: ArgsReader) -> tuple[Profile, ...]:
     algorithm = root.get_obj("algorithmSource")
     if algorithm is not None and algorithm.raw("policy") is not None:
         forbidden(algorithm.at("policy"), "Tessera does not read scheduling Policy files")
-    return (_legacy_profile(root),)
+    profile = _legacy_profile(root)
+    _one_queue_sort_plugin(profile, "")
+    return (profile,)
 
 
 def _unset_note(obj: ArgsReader, defaults: dict[str, object]) -> str:
@@ -355,6 +364,7 @@ def _v1_profiles(root: ArgsReader) -> tuple[Profile, ...]:
         profile = found.read(lambda: _v1_profile(raw, i, len(raw_profiles) == 1, seen), None)
         if profile is not None:
             profiles[i] = profile
+            found.check(lambda: _one_queue_sort_plugin(profile, f"profiles[{i}]"))
     found.check(lambda: _one_queue_sort(raw_profiles[0]))
     for i in range(1, len(raw_profiles)):
         found.check(lambda: _same_queue_sort(raw_profiles, profiles, i))
@@ -363,6 +373,17 @@ def _v1_profiles(root: ArgsReader) -> tuple[Profile, ...]:
 
 
 _SAME_QUEUE_SORT = "queueSort must be the same for all profiles"
+
+
+def _one_queue_sort_plugin(profile: Profile, path: str) -> None:
+    """NewFramework's count: the profile's queueSort point, as `expandMultiPointPlugins` builds it
+    (`Profile.queue_sort`), holds one plugin, in kube-scheduler v1.36's words. Validation's count
+    (`_one_queue_sort`) sees only what the file writes at queueSort: `enabled: [Coscheduling]`
+    beside multiPoint's PrioritySort passes it and fails here, as does a point with none left."""
+    if len(profile.queue_sort) != 1:
+        raise BuildError(child(path, "plugins.queueSort"),
+                         f"only one queue sort plugin required for profile with scheduler name "
+                         f"{json.dumps(profile.scheduler_name)}, but got {len(profile.queue_sort)}")
 
 
 def _one_queue_sort(raw: object) -> None:
@@ -670,8 +691,8 @@ def _enabled_plugin(item: ArgsReader, point: str, supported: tuple[str, ...], le
         kind = BY_NAME[name].kind
         if point != "multiPoint" and not extends(kind, point) and not (renamed and extends(kind, renamed)):
             # upstream's framework build refuses it (updatePluginList); kube-scheduler exits
-            invalid(item.at("name"), written,
-                    f"plugin {json.dumps(written)} does not extend {EXTENSION_POINTS[point][0]} plugin")
+            raise BuildError(item.at("name"), f"Invalid value: {fmt(written)}: plugin {json.dumps(written)} "
+                                              f"does not extend {EXTENSION_POINTS[point][0]} plugin")
         # a v1 duplicate at queueSort is left to validateCommonQueueSort (`_one_queue_sort`, or
         # the set differing from the first's): upstream's framework build, which would report it,
         # never runs after that validation error (v1alpha1 files have no such check here)

@@ -29,6 +29,13 @@ class FieldError(Exception):
         self.message = message
 
 
+class BuildError(FieldError):
+    """An error upstream's framework build reports (NewFramework: a plugin at a point it does not
+    extend, a profile's queue sort count), not its validation: kube-scheduler builds the profiles'
+    frameworks only once the whole file validated, one profile after another, and stops at the
+    first error (`Checks.raise_validation_first`)."""
+
+
 class FieldErrors(Exception):
     """Several fields' errors in the order found, printed as apimachinery's aggregate prints them
     (`aggregate_error`: "[a, b]", each distinct message once)."""
@@ -68,6 +75,13 @@ class Checks:
             raise self.errors[0]
         if self.errors:
             raise FieldErrors(self.errors)
+
+    def raise_validation_first(self) -> None:
+        """`raise_errors` for a whole file: its validation errors alone when it has any, else its
+        first `BuildError`, as kube-scheduler reports a file that fails validation without building
+        a framework, and the first profile whose framework fails, with that failure alone."""
+        self.errors = [err for err in self.errors if not isinstance(err, BuildError)] or self.errors[:1]
+        self.raise_errors()
 
 
 class Verbatim(str):

@@ -109,6 +109,20 @@ CASES = {
     "two-queue-sorts": ("profiles:\n- plugins:\n    queueSort:\n      enabled: [{name: PrioritySort}, {name: Coscheduling}]\n",
                         V1, "profiles[0].plugins.queueSort.Enabled: Invalid value: 2: only one queue sort plugin can "
                             "be enabled", "profiles[0].plugins.queueSort.Enabled"),
+    # validation's count comes alone: the framework build that would refuse NodeName never runs
+    "two-queue-sorts-one-not-sorting": (
+        "profiles:\n- plugins:\n    queueSort:\n      enabled: [{name: PrioritySort}, {name: NodeName}]\n", V1,
+        "profiles[0].plugins.queueSort.Enabled: Invalid value: 2: only one queue sort plugin can be enabled",
+        "profiles[0].plugins.queueSort.Enabled"),
+    # NewFramework's count of the expanded queueSort point (the binary has no Coscheduling, so the
+    # two-plugin form, e.g. `queueSort: [Coscheduling]` beside multiPoint's PrioritySort, is unit-tested)
+    "no-queue-sort": ('profiles:\n- plugins:\n    queueSort:\n      disabled: [{name: "*"}]\n', V1,
+                      'only one queue sort plugin required for profile with scheduler name \\"default-scheduler\\", '
+                      "but got 0", "profiles[0].plugins.queueSort"),
+    "no-multi-point": ('profiles:\n- schedulerName: a\n  plugins:\n    multiPoint:\n      disabled: [{name: "*"}]\n'
+                       '- schedulerName: b\n  plugins:\n    multiPoint:\n      disabled: [{name: "*"}]\n', V1,
+                       'only one queue sort plugin required for profile with scheduler name \\"a\\", but got 0',
+                       "profiles[0].plugins.queueSort"),
     "negative-weight": ("profiles:\n- plugins:\n    score:\n      enabled: [{name: TaintToleration, weight: -3}]\n",
                         V1, "total score of Score plugins could overflow", "profiles[0].plugins.score.enabled[0].weight"),
 }

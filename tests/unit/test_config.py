@@ -289,7 +289,9 @@ def test_multipoint_override_disable_and_append() -> None:
         "disabled": [{"name": "NodeAffinity"}]}})
     assert weights(raw) == [("TaintToleration", 3), ("NodeResourcesFit", 5), ("TesseraDevices", 1), ("PodTopologySpread", 2),
                             ("InterPodAffinity", 2), ("TesseraFragmentation", 2)]
-    raw = profile(plugins={"multiPoint": {"disabled": [{"name": "*"}], "enabled": [{"name": "TesseraDevices"}]}})
+    # the queue sort written back too: a profile with none is refused (upstream's NewFramework)
+    raw = profile(plugins={"multiPoint": {"disabled": [{"name": "*"}], "enabled": [{"name": "TesseraDevices"}]},
+                           "queueSort": {"enabled": [{"name": "PrioritySort"}]}})
     assert weights(raw) == [("TesseraDevices", 1)]
 
 
@@ -311,7 +313,8 @@ def test_plugins_load_where_upstreams_plugin_of_that_name_extends() -> None:
     NodeResourcesFit's and InterPodAffinity's PreFilter and PreScore, DefaultPreemption's
     PreEnqueue; disabling is never checked (upstream only checks what it builds)."""
     gang = {"enabled": [{"name": "Coscheduling"}]}
-    raw = profile(plugins={"queueSort": gang, "preFilter": gang, "postFilter": gang, "permit": gang, "reserve": gang,
+    # in place of PrioritySort: one queue sort plugin per profile (upstream's NewFramework)
+    raw = profile(plugins={"queueSort": {**gang, "disabled": [{"name": "*"}]}, "preFilter": gang, "postFilter": gang, "permit": gang, "reserve": gang,
                            "preScore": {"enabled": [{"name": "NodeResourcesFit"}, {"name": "InterPodAffinity"},
                                                     {"name": "TaintToleration"}]},
                            "preEnqueue": {"enabled": [{"name": "DefaultPreemption"}, {"name": "Coscheduling"}]},
@@ -671,7 +674,7 @@ def test_legacy_disable_preemption_turns_preemption_off() -> None:
 @pytest.mark.parametrize("multi_point_disabled", ["DefaultPreemption", "*"])
 def test_preemption_enabled_at_post_filter_wins_over_a_multi_point_disable(multi_point_disabled: str) -> None:
     """Upstream expandMultiPointPlugins: a plugin enabled at a specific extension point runs there."""
-    raw = profile(plugins={"multiPoint": {"disabled": [{"name": multi_point_disabled}]},
+    raw = profile(plugins={"multiPoint": {"disabled": [{"name": multi_point_disabled}]}, "queueSort": {"enabled": [{"name": "PrioritySort"}]},
                            "postFilter": {"enabled": [{"name": "DefaultPreemption"}]}})
     assert parse_config(raw, "t.yaml").profiles[0].preemption is True
     raw = profile(plugins={"postFilter": {"disabled": [{"name": "DefaultPreemption"}]}})

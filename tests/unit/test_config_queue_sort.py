@@ -142,3 +142,72 @@ def test_the_same_queue_sort_plugin_twice_is_refused_by_the_count_alone() -> Non
     with pytest.raises(ConfigError, match='Duplicate value: "PrioritySort"'):
         parse_config({"apiVersion": "kubescheduler.config.k8s.io/v1alpha1", "kind": "KubeSchedulerConfiguration",
                       "plugins": {"queueSort": twice}}, "cfg.yaml")
+
+
+def _count_error(name: str, got: int, i: int = 0) -> str:
+    """kube-scheduler v1.36's framework build (NewFramework: `len(f.queueSortPlugins) != 1`), as
+    the pinned binary words it; upstream's older "only one queue sort plugin can be enabled" and
+    "no queue sort plugin is enabled" are gone."""
+    return (f'cfg.yaml: profiles[{i}].plugins.queueSort: only one queue sort plugin required for profile '
+            f'with scheduler name "{name}", but got {got}')
+
+
+@pytest.mark.parametrize("plugins", [
+    {"queueSort": {"enabled": [{"name": "Coscheduling"}]}},   # beside multiPoint's PrioritySort
+    {"multiPoint": {"enabled": [{"name": "Coscheduling"}]}},  # the same two, from multiPoint
+])
+def test_a_profile_whose_queue_sort_expands_to_two_plugins_is_refused_as_upstreams_framework(
+        plugins: dict[str, Any]) -> None:
+    """A review: Tessera loaded profiles whose queueSort point expands (expandMultiPointPlugins) to
+    [PrioritySort, Coscheduling], which kube-scheduler's framework build refuses; validation's count
+    sees one written plugin and passes."""
+    assert _error({"schedulerName": "gangs", "plugins": plugins}) == _count_error("gangs", 2)
+
+
+@pytest.mark.parametrize("plugins", [
+    {"queueSort": {"disabled": [{"name": "*"}]}},
+    {"multiPoint": {"disabled": [{"name": "*"}]}},
+    {"multiPoint": {"disabled": [{"name": "*"}], "enabled": [{"name": "TesseraDevices"}]}},
+])
+def test_a_profile_with_no_queue_sort_is_refused_as_upstreams_framework(plugins: dict[str, Any]) -> None:
+    assert _error({"schedulerName": "a", "plugins": plugins}) == _count_error("a", 0)
+
+
+def test_the_framework_is_built_profile_by_profile_and_stops_at_the_first_that_fails() -> None:
+    """Every profile alike passes validateCommonQueueSort; the first profile's framework fails."""
+    off = {"queueSort": {"disabled": [{"name": "*"}]}}
+    assert _error({"schedulerName": "a", "plugins": off}, {"schedulerName": "b", "plugins": off}) == \
+        _count_error("a", 0)
+
+
+def test_a_validation_error_is_reported_without_the_framework_errors_upstream_never_reaches() -> None:
+    """`queueSort: [PrioritySort, NodeName]`: validateCommonQueueSort's count alone, as the pinned
+    binary says it; the framework build that would say NodeName does not extend QueueSortPlugin
+    never runs. Before, Tessera reported both."""
+    assert _error({"plugins": {"queueSort": {"enabled": [{"name": "PrioritySort"}, {"name": "NodeName"}]}}}) == (
+        "cfg.yaml: profiles[0].plugins.queueSort.Enabled: Invalid value: 2: only one queue sort plugin can be enabled")
+    # any validation error anywhere in the file comes first, the framework's count too
+    with pytest.raises(ConfigError) as info:
+        parse_config({**V1, "percentageOfNodesToScore": 101,
+                      "profiles": [{"plugins": {"queueSort": {"disabled": [{"name": "*"}]}}}]}, "cfg.yaml")
+    assert str(info.value) == "cfg.yaml: percentageOfNodesToScore: Invalid value: 101: not in valid range [0-100]"
+
+
+def test_one_queue_sort_plugin_however_written_loads() -> None:
+    for plugins in ({}, {"queueSort": {"enabled": [{"name": "PrioritySort"}]}},
+                    {"queueSort": GANG_SORT}, {"multiPoint": {"enabled": [{"name": "PrioritySort"}]}},
+                    {"queueSort": {"enabled": [{"name": "Coscheduling"}], "disabled": [{"name": "PrioritySort"}]}},
+                    {"multiPoint": {"enabled": [{"name": "Coscheduling"}], "disabled": [{"name": "PrioritySort"}]}},
+                    {"multiPoint": {"disabled": [{"name": "*"}], "enabled": [{"name": "PrioritySort"}]}}):
+        config = parse_config({**V1, "profiles": [{"plugins": plugins}]}, "t")
+        assert len(config.profiles[0].queue_sort) == 1, plugins
+
+
+def test_a_v1alpha1_file_keeps_one_queue_sort_plugin_too() -> None:
+    legacy = {"apiVersion": "kubescheduler.config.k8s.io/v1alpha1", "kind": "KubeSchedulerConfiguration"}
+    with pytest.raises(ConfigError) as info:
+        parse_config({**legacy, "plugins": {"queueSort": {"enabled": [{"name": "Coscheduling"}]}}}, "cfg.yaml")
+    assert (info.value.field, str(info.value)) == ("plugins.queueSort", (
+        'cfg.yaml: plugins.queueSort: only one queue sort plugin required for profile with scheduler name '
+        '"tessera", but got 2'))
+    parse_config({**legacy, "plugins": {"queueSort": GANG_SORT}}, "cfg.yaml")

@@ -1015,7 +1015,8 @@ def test_the_schema_refuses_scheduler_configurations_tessera_refuses(
     _set("profiles.0.plugins.score.enabled.0.weight", 2**31 - 1),
     _set("profiles.0.plugins", {}),                             # upstream's default plugins
     _set("profiles.0.pluginConfig", []),
-    _set("profiles.0.plugins.multiPoint", {"disabled": [{"name": "*"}], "enabled": [{"name": "TesseraDevices"}]}),
+    _set("profiles.0.plugins.multiPoint", {"disabled": [{"name": "*"}],  # the queue sort kept: one per profile
+                                           "enabled": [{"name": "TesseraDevices"}, {"name": "PrioritySort"}]}),
     _set("profiles.0.plugins.filter", {"disabled": [{"name": "*"}]}),
     _set("profiles.0.plugins.filter", {"disabled": [{"name": "NodePorts"}, {"name": "TaintToleration"}]}),
     _set("profiles.0.plugins.preFilter", {"disabled": [{"name": "NodeAffinity"}]}),
