@@ -237,6 +237,69 @@ def test_uncordon_requeues_a_pod_that_may_preempt_a_gang_below_its_members_own_p
     assert retry[0].nominated_node == "n" and sorted(v.meta.name for v in retry[0].preempted) == ["t-0", "t-1"]
 
 
+# --- 2c. a node hint asks its own plugin's rule, not every filter ---------------------------------
+
+def test_a_node_added_that_matches_the_selector_before_its_gpus_appear_wakes_the_pod() -> None:
+    """A user trial: `p` (nodeSelector pool=train, one V100) is parked by NodeAffinity alone (4
+    nodes of another pool). Node `t` of pool train joins before its node agent publishes its GPU
+    (a node re-registering or scaling up). Upstream's NodeAffinity hint (isSchedulableAfterNodeChange)
+    queues the pod on a NodeAdd that matches its affinity; the retry then fails on the device plugin,
+    whose hint (DeviceChange: always) wakes it when the GPU appears, and it lands on `t`.
+
+    Before the fix every node hint was `handle.fits_node`, which ran every filter on `t`: no GPU
+    there yet, so the NodeAdd was dropped, and the device event is not one NodeAffinity registers:
+    `p` stayed parked, its status and Event still "0/4 nodes ... didn't match", until the
+    5-minute flush."""
+    core = Core()
+    core.apply("ADDED", b.resource_class("v100", {"model": "V100"}))
+    for i in range(4):
+        core.apply("ADDED", b.node(f"w{i}", gpus=1, labels={"pool": "other"}), b.device(f"w{i}", 0))
+    core.apply("ADDED", b.pod("p", limits={"class.tessera.dev/v100": 1}, spec_extra={"nodeSelector": {"pool": "train"}}))
+    first = _of(core.run(), "p")
+    assert first and first[0].node is None and first[0].rejectors == {"NodeAffinity"}, first
+    assert core.where("p") == UNSCHEDULABLE
+
+    core.apply("ADDED", b.node("t", gpus=1, labels={"pool": "train"}))
+
+    woken = _of(core.later(BACKOFF_AT_MOST), "p")
+    assert woken, f"p stays parked ({core.where('p')}) although t matches its selector"
+    assert woken[0].node is None and "TesseraDevices" in woken[0].rejectors, woken
+    core.apply("ADDED", b.device("t", 0))
+
+    placed = _of(core.later(BACKOFF_AT_MOST), "p")
+    assert placed and placed[0].node == "t", f"p stays parked ({core.where('p')}) although t has its GPU"
+
+
+def test_a_taint_lifted_from_a_full_node_wakes_the_pod_and_the_room_made_later_places_it() -> None:
+    """`p` (preemptionPolicy Never) is parked by TaintToleration alone: `n`, the only node, is
+    tainted and full (`other`, 4 CPU). The taint goes while `n` is still full: upstream's
+    TaintToleration hint (`wasUntolerated && !isUntolerated`) queues `p`, whose retry fails on
+    NodeResourcesFit; Fit's hint then wakes it when `other` leaves, and it lands on `n`.
+
+    Before the fix the taint hint was `handle.fits_node`: Fit still rejected `n`, so the update
+    was dropped, and `other` leaving is not an event TaintToleration registers: `p` stayed
+    parked until the 5-minute flush."""
+    core = Core()
+    taint = [{"key": "maintenance", "effect": "NoSchedule"}]
+    core.apply("ADDED", b.node("n", cpu="4", memory="8Gi", taints=taint))
+    other = b.pod("other", requests={"cpu": "4"}, node_name="n", phase="Running", priority=LOW)
+    core.apply("ADDED", other)
+    core.apply("ADDED", b.pod("p", requests={"cpu": "2"}, priority=HIGH, spec_extra={"preemptionPolicy": "Never"}))
+    first = _of(core.run(), "p")
+    assert first and first[0].node is None and first[0].rejectors == {"TaintToleration"}, first
+    assert core.where("p") == UNSCHEDULABLE
+
+    core.apply("MODIFIED", b.node("n", cpu="4", memory="8Gi"))
+
+    woken = _of(core.later(BACKOFF_AT_MOST), "p")
+    assert woken, f"p stays parked ({core.where('p')}) although n no longer repels it"
+    assert woken[0].node is None and woken[0].rejectors == {"NodeResourcesFit"}, woken
+    core.apply("DELETED", other)
+
+    placed = _of(core.later(BACKOFF_AT_MOST), "p")
+    assert placed and placed[0].node == "n", f"p stays parked ({core.where('p')}) although n has room"
+
+
 # --- 3. storms: events that free nothing wake every pod rejected for resources -----------------
 
 @pytest.mark.parametrize("change", ["binding confirmed", "requests grown"])

@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from scheduler.core.framework.cycle_state import PodContext
-    from scheduler.core.framework.interface import Bools, Ints, Reasons, Reservation
+    from scheduler.core.framework.interface import Bools, Ints, QueueingHint, Reasons, Reservation
     from scheduler.core.framework.nodetable import NodeTable
-    from scheduler.core.state import ClusterEvent, ClusterState, NodeInfo
+    from scheduler.core.state import ClusterState, NodeInfo
 
 T = TypeVar("T")
 
@@ -23,10 +23,15 @@ class Handle(Protocol):
     def table(self) -> NodeTable:
         """The node table (batch plugins' columns), rows in the state's node order."""
 
-    def fits_node(self, uid: str, event: ClusterEvent) -> bool:
-        """QueueingHint for node events: does the pod pass every filter on `event.node` as its
-        attempt would find the node (or, when it may preempt, once the pods it may evict there
-        are gone)?"""
+    def node_hint(self, plugin: str) -> QueueingHint:
+        """The QueueingHint for node events of the filter plugin `plugin`: does the pod pass
+        that plugin's own filter on `event.node` as its attempt would find the node (or, when
+        it may preempt, once the pods it may evict there are gone)? Its own rule only, as
+        upstream's node hints: the retry finds the next rejector, whose hints take over."""
+
+    def passes_filter(self, plugin: str, ctx: PodContext, info: NodeInfo) -> bool:
+        """Whether the filter plugin `plugin` lets the pod on the node (it does when the
+        profile runs no Filter of it, or its filter does not apply to the pod)."""
 
     def usable_rows(self, ctx: PodContext) -> Bools:
         """The rows no batch filter rules out for the pod now (a superset of where it fits)."""

@@ -356,8 +356,9 @@ class PostFilterPlugin(Plugin):
         inside one of these (every member in the same one), None: anywhere."""
 
     @abstractmethod
-    def frees_room(self, pod: Pod, info: NodeInfo) -> bool:
-        """Would the pod pass the filters on the node once every pod it may evict there is gone?"""
+    def frees_room(self, pod: Pod, info: NodeInfo, plugin: str) -> bool:
+        """Would the pod pass the filter plugin `plugin` on the node once every pod it may evict
+        there is gone? (`plugin`'s node hint: its own rule, not every filter's.)"""
 
     @abstractmethod
     def after_pre_filter(self, pod: Pod) -> Preemption:

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import chain
 from typing import TypeVar, cast
 
@@ -102,6 +103,7 @@ class ProfileRuntime:
                             if isinstance(p, PreFilterPlugin) and p.name not in profile.disabled_pre_filters]
         self.filters = [p for p in self.plugins.values()
                         if isinstance(p, FilterPlugin) and p.name not in profile.disabled_filters]
+        self._filters = {p.name: p for p in self.filters}
         self.reservers = [p for p in self.plugins.values() if isinstance(p, ReservePlugin)]
         self.permits = [p for p in self.plugins.values() if isinstance(p, PermitPlugin)]
         self.scores: list[tuple[ScorePlugin, int]] = [
@@ -149,11 +151,22 @@ class ProfileRuntime:
                     alive[row] = False
         return alive
 
-    def fits_node(self, uid: str, event: ClusterEvent) -> bool:
-        """May the pod go to the node now — as it is, or (when this profile preempts and the pod
-        may) once the pods it may evict there are gone? Upstream's node hints check each
-        plugin's own rule, so a node untainted, uncordoned, labelled or grown brings back a pod
-        that can preempt there although pods still stand in its way.
+    def node_hint(self, plugin: str) -> QueueingHint:
+        return partial(self._own_rule_on_node, plugin)
+
+    def _own_rule_on_node(self, plugin: str, uid: str, event: ClusterEvent) -> bool:
+        """The node hint of `plugin`: may the pod, rejected by it, pass ITS filter on the node
+        now — as it is, or (when this profile preempts and the pod may) once the pods it may
+        evict there are gone? Upstream's node hints each check their own plugin's rule
+        (nodeaffinity/tainttoleration/nodeunschedulable isSchedulableAfterNodeChange, Fit's
+        isFit), not every filter: a node that matches a pod's selector before its GPUs are
+        published must wake it, so that its retry records the device plugin, whose own hints
+        then wake it when the GPUs appear. Asking every filter dropped that NodeAdd, and no
+        event NodeAffinity registers came after, so the pod waited for the 5-minute flush.
+
+        Events carry no old node, so this cannot ask upstream's "and not before" (an update that
+        leaves a matching node matching queues here, QueueSkip there): it over-queues a little
+        on real node changes (`ClusterState` emits NODE_UPDATED for those only, not heartbeats).
 
         The node is judged as the pod's attempt finds it: without the pod's own hold (released
         before its attempt) or the holds of lower-priority nominated pods (which the attempt
@@ -166,21 +179,27 @@ class ProfileRuntime:
         ignored = [uid, *state.holds_below(state.competing_priority(pod))] if state.holds else []  # holds are rare
         aside = {holder: hold for holder in ignored if (hold := state.set_aside_hold(holder)) is not None}
         try:
-            return self._fits_or_frees(pod, info)
+            return self._passes_or_frees(plugin, pod, info)
         finally:
             for holder, hold in aside.items():
                 state.hold(holder, hold.placement, hold.priority)
 
-    def _fits_or_frees(self, pod: Pod, info: NodeInfo) -> bool:
-        """`fits_node`'s check on the node as the attempt finds it: the pod passes the filters
-        there, or passes them once the pods its preemption may evict there are gone (the
+    def _passes_or_frees(self, plugin: str, pod: Pod, info: NodeInfo) -> bool:
+        """The node hint's check on the node as the attempt finds it: the pod passes the
+        PreFilters, and `plugin`'s filter there, or — when evicting pods can resolve that
+        filter's rejection — once the pods its preemption may evict there are gone (the
         PostFilter's own rule: a gang's members count at their gang's priority)."""
         ctx = prepare(pod, self._state.classes)
         if self.pre_filter(ctx) is not None:
             return False
-        if self.filter_node(ctx, info) is None:
+        if self.passes_filter(plugin, ctx, info):
             return True
-        return self.post_filter is not None and not pod.preempt_never and self.post_filter.frees_room(pod, info)
+        return (self.post_filter is not None and not pod.preempt_never and self.resolvable(plugin)
+                and self.post_filter.frees_room(pod, info, plugin))
+
+    def passes_filter(self, plugin: str, ctx: PodContext, info: NodeInfo) -> bool:
+        found = self._filters.get(plugin)
+        return found is None or not found.filter_applies(ctx) or not found.filter(ctx, info)
 
     # --- the cycle's steps ----------------------------------------------------------------
 

@@ -42,7 +42,7 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin):
         self.handle = handle
 
     def queueing_hints(self) -> Mapping[EventKind, QueueingHint]:
-        return dict.fromkeys((EventKind.NODE_ADDED, EventKind.NODE_UPDATED), self.handle.fits_node)
+        return dict.fromkeys((EventKind.NODE_ADDED, EventKind.NODE_UPDATED), self.handle.node_hint(self.name))
 
     def pre_filter(self, ctx: PodContext) -> str | None:
         return CONFLICT if self.node_names(ctx) == frozenset() else None

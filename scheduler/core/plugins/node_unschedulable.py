@@ -44,7 +44,7 @@ class NodeUnschedulable(FilterPlugin):
         self.handle = handle
 
     def queueing_hints(self) -> Mapping[EventKind, QueueingHint]:
-        return dict.fromkeys((EventKind.NODE_ADDED, EventKind.NODE_UPDATED), self.handle.fits_node)
+        return dict.fromkeys((EventKind.NODE_ADDED, EventKind.NODE_UPDATED), self.handle.node_hint(self.name))
 
     def filter(self, ctx: PodContext, info: NodeInfo) -> Reasons | None:
         node = info.node

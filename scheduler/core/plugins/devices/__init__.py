@@ -67,7 +67,8 @@ class TesseraDevices(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, 
         self._rows_plans: tuple[PodContext, Ints, list[DevicePlan]] | None = None
 
     def queueing_hints(self) -> Mapping[EventKind, QueueingHint]:
-        return {EventKind.NODE_ADDED: self.handle.fits_node, EventKind.NODE_UPDATED: self.handle.fits_node,
+        on_node = self.handle.node_hint(self.name)
+        return {EventKind.NODE_ADDED: on_node, EventKind.NODE_UPDATED: on_node,
                 EventKind.ASSIGNED_POD_REMOVED: always, EventKind.DEVICE_CHANGED: always,
                 EventKind.CLASS_CHANGED: always}
 

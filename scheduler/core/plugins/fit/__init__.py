@@ -60,7 +60,8 @@ class NodeResourcesFit(FilterPlugin, ScorePlugin):
         self.batch = FitVector(strategy)
 
     def queueing_hints(self) -> Mapping[EventKind, QueueingHint]:
-        return {EventKind.NODE_ADDED: self.handle.fits_node, EventKind.NODE_UPDATED: self.handle.fits_node,
+        on_node = self.handle.node_hint(self.name)
+        return {EventKind.NODE_ADDED: on_node, EventKind.NODE_UPDATED: on_node,
                 EventKind.ASSIGNED_POD_REMOVED: always}
 
     def filter(self, ctx: PodContext, info: NodeInfo) -> Reasons | None:

@@ -239,12 +239,12 @@ class DefaultPreemption(PostFilterPlugin):
         parts = sorted(f"{count} {reason}" for reason, count in statuses.items() if count)
         return Preemption(message=f"0/{total} nodes are available: {', '.join(parts)}.", clear=True)
 
-    def frees_room(self, pod: Pod, info: NodeInfo) -> bool:
-        """Would the pod pass the filters on the node once every pod it may evict there is off
-        it (SelectVictimsOnNode's first check, alone)? The node hint's question."""
+    def frees_room(self, pod: Pod, info: NodeInfo, plugin: str) -> bool:
+        """Would the pod pass `plugin`'s filter on the node once every pod it may evict there is
+        off it (SelectVictimsOnNode's first check, for the one filter whose node hint asks)?"""
         units, lifted = self._lift_units(pod, info)
         try:
-            return bool(units) and self.handle.filter_node(prepare(pod, self.state.classes), info) is None
+            return bool(units) and self.handle.passes_filter(plugin, prepare(pod, self.state.classes), info)
         finally:
             for entries in lifted.values():
                 for entry in entries:
