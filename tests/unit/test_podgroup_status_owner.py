@@ -100,3 +100,27 @@ def test_the_groups_remembered_as_ours_do_not_grow_without_bound() -> None:
             loop._on_event("DELETED", b.podgroup(group, 1))
             loop._on_event("DELETED", pod)
     assert loop.core.state.gangs.ours == set()
+
+
+def _with_status(group: dict[str, Any], **status: Any) -> dict[str, Any]:
+    return {**group, "status": status}
+
+
+def test_a_podgroup_left_running_by_pods_gone_while_tessera_was_down_goes_pending_on_start() -> None:
+    """A user trial: `kubectl delete job train` with Tessera stopped left the group `Running,
+    running: 4` over three restarts. A new process has seen none of the group's pods, so
+    `GangIndex.ours` cannot name it; its status speaks of pods that are gone, and
+    scheduler-plugins' controller (which reconciles every PodGroup) writes such a group `Pending`
+    with every count 0, whoever's pods it had — so Tessera writes it too, once the cache synced."""
+    loop = _leader()
+    loop._on_event("ADDED", _with_status(b.podgroup("train", 4), phase="Running", running=4, succeeded=0, failed=0))
+    assert _wished(loop, "train") == [{"phase": "Pending", "running": 0, "succeeded": 0, "failed": 0}]
+
+
+def test_a_podgroup_without_pods_whose_status_says_nothing_of_pods_is_left_alone() -> None:
+    """Pending (or no phase yet) and the final phases are what the controller leaves without
+    pods: nothing to write for a group no pod of ours has named."""
+    loop = _leader()
+    for name, phase in (("new", ""), ("pending", "Pending"), ("done", "Finished"), ("failed", "Failed")):
+        loop._on_event("ADDED", _with_status(b.podgroup(name, 2), phase=phase, running=1, succeeded=0, failed=0))
+        assert _wished(loop, name) == []

@@ -382,7 +382,12 @@ def reports_status(state: ClusterState, key: str) -> bool:
     it (Kubeflow's training operator creates the PodGroup before its pods; another scheduler's
     such group got Tessera's `Pending` once). Its first pod of ours writes it then (`Pending`
     while fewer than minMember exist, as that controller's `case "":` and short-group rules
-    would have by then). Stops at the first pod of ours: asked at every change of a member."""
+    would have by then). Stops at the first pod of ours: asked at every change of a member.
+    A group with no pod left whose object shows a phase the controller recounts in (Scheduling,
+    Running: neither Pending, nor none yet, nor final) is written too, whoever's pods it had: a
+    new process or a new leader has not seen the pods that made it ours (`kubectl delete job`
+    while Tessera was down left one `Running, running: 4` over restarts), and the controller
+    writes any such group `Pending` with every count 0 (`group_status`'s short rule), as we do."""
     pods = state.pods
     any_pod = False
     for uid in state.gangs.history.get(key, ()):
@@ -391,7 +396,11 @@ def reports_status(state: ClusterState, key: str) -> bool:
             if state.is_ours(pod):
                 return True
             any_pod = True
-    return not any_pod and key in state.gangs.ours
+    if any_pod:
+        return False
+    group = state.gangs.podgroups.get(key)
+    stale = group is not None and group.phase not in ("", "Pending") and not group.final_phase
+    return stale or key in state.gangs.ours
 
 
 def occupied_by(pod: Pod) -> str:
