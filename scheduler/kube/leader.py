@@ -329,6 +329,16 @@ class LeaderElector:
         """The last holder identity seen on the Lease ("" = nobody / released); for logs and metrics."""
         return self._observed.holder_identity
 
+    def takes_over_within(self) -> float:
+        """The longest this replica, campaigning, waits before it takes the Lease if the holder it
+        saw renews it no more (a holder killed with -9 releases nothing): the rest of that
+        record's leaseDurationSeconds on this replica's clock, counted from when it saw the record
+        (never the record's renewTime against this clock: hosts' clocks differ), and the longest
+        wait between two attempts, `retry_period * (1 + JITTER_FACTOR)`. For a standby's log line:
+        a replica silent for a lease duration says how long it will be."""
+        left = max(0.0, self._observed_time + self._observed.lease_duration_seconds - self._clock())
+        return round(left + self.retry_period * (1 + JITTER_FACTOR), 1)
+
     def check(self, max_tolerable_expired: float = 20.0) -> bool:
         """client-go `Check` (kube-scheduler's healthz watchdog uses 20 s): False when we lead but
         have not renewed for longer than the lease duration plus the tolerance, i.e. the renew

@@ -179,6 +179,10 @@ async def _run(args: argparse.Namespace, config: SchedulerConfig, http: KubeHttp
         if loop_ref:
             loop_ref[0].wake()
 
+    def takes_over_within() -> float:
+        assert elector is not None  # asked by the elector's own callback
+        return elector.takes_over_within()
+
     if election.leader_elect:
         elector = LeaderElector(http, namespace=election.resource_namespace, name=election.resource_name,
                                 identity=identity, lease_duration=election.lease_duration_seconds,
@@ -186,7 +190,8 @@ async def _run(args: argparse.Namespace, config: SchedulerConfig, http: KubeHttp
                                 retry_period=election.retry_period_seconds,
                                 on_started_leading=started, on_stopped_leading=stopped,
                                 on_resumed=resumed,
-                                on_new_leader=standing_by(identity, f"{election.resource_namespace}/{election.resource_name}"))
+                                on_new_leader=standing_by(identity, f"{election.resource_namespace}/{election.resource_name}",
+                                                          takes_over_within))
     else:
         metrics.set_leader(True)
 
@@ -341,14 +346,18 @@ async def _before_start(waiting: ApiserverWait, http: KubeHttp, kubeconfig: str 
     return 2
 
 
-def standing_by(identity: str, lease: str) -> Callable[[str], None]:
+def standing_by(identity: str, lease: str, takes_over_within: Callable[[], float]) -> Callable[[str], None]:
     """The elector's `on_new_leader`: a standby says once per leader that it stands by, and for
     whom (a new user's trial found a second replica that logged only `leader.observed … me: false`
-    and then "scheduling starts (if leading)")."""
+    and then "scheduling starts (if leading)"), and when it takes over at the latest should that
+    leader renew the Lease no more (`LeaderElector.takes_over_within`: a replica restarted after
+    `kill -9` was silent for ~15 s, its log naming the dead holder as leader)."""
     def said(holder: str) -> None:
         if holder and holder != identity:
-            log.info("leader.standing_by", holder=holder, lease=lease,
-                     message=f"{holder} leads: this replica keeps its cache warm and schedules only if it takes over")
+            within = takes_over_within()
+            log.info("leader.standing_by", holder=holder, lease=lease, takes_over_within_seconds=within,
+                     message=f"{holder} leads: this replica keeps its cache warm and schedules only if it takes "
+                             f"over, at the latest in {within:g} s if {holder} renews the Lease no more")
     return said
 
 

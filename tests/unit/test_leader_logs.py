@@ -18,9 +18,10 @@ LEASE_PATH = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/tessera
 
 
 def _elector(server: LeaseServer, who: str, clock: Clock) -> LeaderElector:
-    return LeaderElector(server.client(who), namespace="kube-system", name="tessera", identity=who,  # type: ignore[arg-type]
-                         clock=clock, lease_duration=15.0, renew_deadline=10.0, retry_period=2.0,
-                         on_new_leader=standing_by(who, "kube-system/tessera"))
+    elector = LeaderElector(server.client(who), namespace="kube-system", name="tessera", identity=who,  # type: ignore[arg-type]
+                            clock=clock, lease_duration=15.0, renew_deadline=10.0, retry_period=2.0,
+                            on_new_leader=standing_by(who, "kube-system/tessera", lambda: elector.takes_over_within()))
+    return elector
 
 
 def _events(logs: list[MutableMapping[str, Any]], name: str) -> list[MutableMapping[str, Any]]:
@@ -84,6 +85,28 @@ async def test_a_resumed_leader_logs_that_it_lost_the_lease_before_it_stands_by(
     assert order == ["leader.lost", "leader.standing_by"]
     [lost] = _events(logs, "leader.lost")
     assert lost["holder"] == "B"
+
+
+async def test_a_standby_says_when_it_takes_over_at_the_latest_if_the_holder_is_gone() -> None:
+    """A user trial: after `kill -9` the restarted replica logged `leader.standing_by "<dead
+    holder> leads: ..."` and was silent for ~15 s. It says when it takes over if the holder renews
+    no more: the rest of the record's leaseDurationSeconds on its own clock (from when it saw the
+    record: a candidate never reads renewTime against its clock), and one retry period's longest
+    wait (2 s * (1 + 1.2))."""
+    clock, server = Clock(), LeaseServer()
+    a, b = _elector(server, "A", clock), _elector(server, "B", clock)
+    await a._acquire()
+    a._start_leading()
+    clock.t += 3  # A renews no more (kill -9); B starts 3 s later and sees A's record
+    with structlog.testing.capture_logs() as logs:
+        assert not await b._try_acquire_or_renew()
+        b._report_transition()
+    [standing] = _events(logs, "leader.standing_by")
+    assert standing["holder"] == "A" and standing["takes_over_within_seconds"] == 19.4
+    assert standing["message"] == ("A leads: this replica keeps its cache warm and schedules only if it takes over, "
+                                   "at the latest in 19.4 s if A renews the Lease no more")
+    clock.t += 10
+    assert b.takes_over_within() == 9.4
 
 
 async def test_a_failed_attempt_says_what_failed_and_which_request() -> None:

@@ -174,13 +174,13 @@ def test_a_standby_says_whom_it_stands_by_for() -> None:
 
     from scheduler.kube.run_cli import standing_by
 
-    said = standing_by("me", "kube-system/tessera")
+    said = standing_by("me", "kube-system/tessera", lambda: 19.4)
     with capture_logs() as logs:
         for holder in ("replica-a", "me", ""):
             said(holder)
     assert [(e["event"], e["holder"]) for e in logs] == [("leader.standing_by", "replica-a")]
     assert logs[0]["message"] == ("replica-a leads: this replica keeps its cache warm and schedules only if it "
-                                  "takes over")
+                                  "takes over, at the latest in 19.4 s if replica-a renews the Lease no more")
 
 
 async def test_a_transport_error_reading_the_lease_does_not_end_the_start(tmp_path: Path) -> None:
