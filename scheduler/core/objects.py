@@ -363,6 +363,10 @@ class Taint:
     value: str
     effect: str
 
+    def __str__(self) -> str:
+        """`key=value:Effect` (`key:Effect` without a value), as kubectl writes a taint."""
+        return f"{self.key}={self.value}:{self.effect}" if self.value else f"{self.key}:{self.effect}"
+
 
 @dataclass(frozen=True, slots=True)
 class Toleration:

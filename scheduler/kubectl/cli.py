@@ -395,11 +395,13 @@ async def _what_if(args: argparse.Namespace, target: Target) -> int:
                 raise CommandError(str(err)) from None
             for note in notes:
                 print(f"warning: {note}", file=sys.stderr)
-            existing = probe_pods.clashes(probes, listing.objects) + await _existing(http, owners)
+            workloads = await _existing(http, owners)
+            existing = probe_pods.clashes(probes, listing.objects) + [str(owner) for owner in workloads]
             if existing:
                 raise CommandError(f"{from_file}: already in the cluster: {', '.join(existing)}; what-if -f asks "
                                    "what creating them would do, and the apiserver would refuse a name in use: "
-                                   "delete the existing object or give the file's objects other names")
+                                   "delete the existing object or give the file's objects other names"
+                                   + _scaling_hint(workloads))
             result = whatif.what_if([*listing.objects, *probes], chosen.config, now,
                                     only=probe_pods.probe_keys(probes), from_file=from_file, unread=listing.unread,
                                     scheduler_namespace=args.scheduler_namespace)
@@ -434,7 +436,19 @@ async def _rollback_check(args: argparse.Namespace, target: Target) -> int:
 OWNER_LOOKUPS = 8
 
 
-async def _existing(http: KubeHttp, owners: Sequence[probe_pods.Owner]) -> list[str]:
+def _scaling_hint(existing: Sequence[probe_pods.Owner]) -> str:
+    """How to ask what scaling up an existing workload with `replicas` would do (a user on call
+    asked that of what-if -f, which refuses a file naming it): its pods beyond those running are
+    what a copy under another name with `replicas` the added ones creates; "" when none is one."""
+    scalable = [owner for owner in existing if owner.kind in probe_pods.SCALED_KINDS]
+    if not scalable:
+        return ""
+    owner = scalable[0]
+    return (f"; to ask what scaling {owner} up would do, copy it under another name (say {owner.name}-more) with "
+            "replicas: the replicas to add, and give what-if that file")
+
+
+async def _existing(http: KubeHttp, owners: Sequence[probe_pods.Owner]) -> list[probe_pods.Owner]:
     """The file's workloads that exist already (GET answers, `OWNER_LOOKUPS` at a time; the
     listing holds no Jobs, Deployments or training jobs). Those that cannot be looked up are taken
     as absent, said on stderr in one line per reason (a user without `get jobs` read one warning
@@ -462,7 +476,7 @@ async def _existing(http: KubeHttp, owners: Sequence[probe_pods.Owner]) -> list[
         which = f"{named[0]} exists" if len(named) == 1 else \
             f"{len(named)} of the file's workloads exist ({first_few(named, 3)})"
         print(f"warning: cannot tell whether {which}: {why}; taken as absent", file=sys.stderr)
-    return [str(owner) for owner, answer in zip(owners, answers, strict=True) if answer == ""]
+    return [owner for owner, answer in zip(owners, answers, strict=True) if answer == ""]
 
 
 def _probes(filenames: Sequence[str], namespace: str, namespace_flag: str | None,

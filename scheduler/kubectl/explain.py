@@ -23,8 +23,10 @@ from scheduler.api.quantity import format_quantity
 from scheduler.core.annotations import TERM
 from scheduler.core.capacity import beyond_every_node, beyond_min_resources, beyond_the_cluster, too_few_members
 from scheduler.core.objects import Pod, gang_key, gang_key_parts, gang_name
+from scheduler.core.plugins.interpod_affinity import EXISTING, repelled_by
 from scheduler.core.plugins.node_affinity import named_nodes
 from scheduler.core.plugins.preemption.victims import listed_all
+from scheduler.core.plugins.taints import UNTOLERATED, untolerated_taint
 from scheduler.core.scheduler import WAITING_FOR_ALLOCATION, Scheduler
 from scheduler.core.state import ClusterState, Notice
 from scheduler.first_few import first_few
@@ -39,7 +41,7 @@ from scheduler.kubectl.other_profile import (configuration, evidence, evidence_w
 from scheduler.kubectl.unread import (Offered, cannot_tell, extended_requests, offered, podgroup_unread,
                                       podgroup_unread_message)
 from scheduler.sim.snapshot import is_bound, load
-from scheduler.view.cluster import extended_amounts, gang_view, gate_holds
+from scheduler.view.cluster import extended_amounts, gang_view, gate_holds, removed_by_podgc
 from scheduler.view.model import GangView, PluginScore, node_scores, plain
 from scheduler.view.reasons import wait_reason
 from scheduler.view.text import age, columns, score_sum, tie_note
@@ -647,6 +649,9 @@ def _status(state: ClusterState, pod: Pod, ours: bool, reason: str, gate_node: s
     if pod.node_name and pod.meta.deleting:
         # kubectl's "Terminating": still bound and holding what it holds, but not "bound" as a running pod is
         return f"terminating on {pod.node_name}{why} (being deleted; what it holds is freed when it is gone{kept})"
+    if pod.node_name and (info := state.nodes.get(pod.node_name)) is not None and info.node is None:
+        # its Node deleted under it (or never created): nothing runs it, and upstream's PodGC removes it
+        return f"bound to {pod.node_name}, whose Node object is gone: it keeps what it holds {removed_by_podgc(False)}"
     if pod.node_name:
         return f"bound to {pod.node_name}" + (", waiting for the node agent to hand out its devices" if gates else "")
     if pod.meta.deleting:
@@ -708,7 +713,8 @@ def _dry_run(objects: Sequence[dict[str, Any]], pods: frozenset[str], key: str, 
             weights = core.profiles[attempt.pod.scheduler_name].weights()
             verdicts = [NodeVerdict(scored.node, True, score_sum(scored.total, scored.scores), scored.scores)
                         for scored in node_scores(attempt.scores, weights)]
-            verdicts += [NodeVerdict(node, False, reason) for node, reason in sorted((attempt.filtered or {}).items())]
+            verdicts += [NodeVerdict(node, False, _named(core.state, attempt.pod, node, reason))
+                         for node, reason in sorted((attempt.filtered or {}).items())]
             # a gang's victims ride on its first member's attempt; every member is nominated
             victims = attempt.preempted or [victim for other in attempts for victim in other.preempted]
             reasons = {uid: why for other in attempts for uid, why in other.victim_reasons.items()}
@@ -719,6 +725,23 @@ def _dry_run(objects: Sequence[dict[str, Any]], pods: frozenset[str], key: str, 
                           tuple(reasons.get(victim.uid, "") for victim in victims))
     gated = core.gated().get(key)  # a PreEnqueue plugin keeps it out of the queue: never tried
     return DryRun("", gated, False, (), ()) if gated is not None else None
+
+
+def _named(state: ClusterState, pod: Pod, node: str, reason: str) -> str:
+    """A filter's reason for `node` with what it leaves unnamed (upstream's wording, which the
+    pod's status keeps): the taint the pod does not tolerate, the pods whose anti-affinity keeps it
+    off. Only explain's node table says them: the on-call reader's next question is which."""
+    info = state.nodes.get(node)
+    if info is None or info.node is None:
+        return reason
+    taint = untolerated_taint(info.node, pod) if UNTOLERATED in reason else None
+    if taint is not None:
+        reason = reason.replace(UNTOLERATED, f"{UNTOLERATED}: {taint}")
+    blocking = repelled_by(state, pod, node) if EXISTING in reason else []
+    if blocking:
+        named = ", ".join(f"{other.key} (on {on})" for other, on in blocking)
+        reason = reason.replace(EXISTING, f"{EXISTING}: {named}")
+    return reason
 
 
 def as_dict(explanation: Explanation) -> dict[str, Any]:

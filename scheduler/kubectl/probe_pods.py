@@ -60,6 +60,7 @@ from scheduler.core.selectors import LabelSelector
 
 POD_GROUP_KIND = "PodGroup"
 REPLICATED_KINDS = ("Deployment", "ReplicaSet")  # spec.replicas pods of spec.template, random names
+SCALED_KINDS = (*REPLICATED_KINDS, "StatefulSet")  # spec.replicas pods of spec.template
 # Kubeflow's training operator (v1): the field of each kind's replica specs
 TRAINING_JOBS = {"PyTorchJob": "pytorchReplicaSpecs", "TFJob": "tfReplicaSpecs", "XGBoostJob": "xgbReplicaSpecs",
                  "PaddleJob": "paddleReplicaSpecs", "JAXJob": "jaxReplicaSpecs"}
@@ -337,7 +338,7 @@ def _completed(obj: Any, where: str, namespace: str, namespace_flag: str | None,
         return _job_pods(obj, _name(meta, where), ns, created, where, room)
     if kind in TRAINING_JOBS and str(obj.get("apiVersion") or "").startswith(TRAINING_API):
         return _training_pods(obj, str(kind), _name(meta, where), ns, created, where, notes, room)
-    if kind in REPLICATED_KINDS or kind == "StatefulSet":
+    if kind in SCALED_KINDS:
         return _replica_pods(obj, str(kind), _name(meta, where), ns, created, where, notes, room)
     if kind == POD_GROUP_KIND:
         group = copy.deepcopy(obj)

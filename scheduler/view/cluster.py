@@ -20,6 +20,7 @@ from scheduler.core.capacity import ClusterTotals, and_never_fits
 from scheduler.core.framework.attempt import Attempt
 from scheduler.core.objects import Device, gang_name
 from scheduler.core.plugins.coscheduling import group_status, waiting_message
+from scheduler.core.plugins.taints import keeps_pods_off
 from scheduler.core.resources import CPU, is_extended
 from scheduler.core.scheduler import WAITING_FOR_ALLOCATION, Scheduler
 from scheduler.core.plugins.devices.args import DeviceArgs
@@ -31,6 +32,7 @@ from scheduler.view.text import duration
 
 GPU = "nvidia.com/gpu"  # counted as GPUs on nodes without ExtendedResources
 NO_NODE = "no Node object: no pod is placed on this node"  # why its free GPUs are fenced
+NODE_DELETED = "Node deleted"  # a node with pods bound to it but no Node object (`removed_by_podgc`)
 # a pending pod a PreEnqueue plugin keeps out of the queue (never attempted since): Kubernetes'
 # word for a pod held before scheduling; the message names the gate ("gated by Coscheduling: ...")
 SCHEDULING_GATED = "SchedulingGated"
@@ -92,7 +94,8 @@ def build_view(scheduler: Scheduler, *, source: str, now: float,
         nodes=nodes,
         pending=pending,
         gangs=_gangs(state, pending, facts.held, scheduler.cluster_totals()),
-        summary=_summary(nodes, counts),
+        summary=_summary(nodes, counts, frozenset(info.name for info in state.nodes.values() if info.node is not None
+                                                  and any(keeps_pods_off(taint) for taint in info.node.taints))),
         decisions=tuple(decisions),
         profiles=tuple(sorted(scheduler.config.scheduler_names)),
         overruled=tuple(m.Overruled(key, why) for key, why in (overruled or {}).items()),
@@ -194,7 +197,12 @@ def _node(facts: _Facts, info: NodeInfo, gate_waiters: list[str]) -> tuple[m.Nod
     _count(info, rows, counts)
     node = info.node
     notes: list[str] = []
-    if node is None:
+    if node is None and info.pods:
+        bound = sorted(_key(state, uid) for uid in info.pods)
+        one = len(bound) == 1
+        notes.append(f"{NODE_DELETED}: {', '.join(bound)} {'stays' if one else 'stay'} bound and "
+                     f"{'holds what it holds' if one else 'hold what they hold'} {removed_by_podgc(not one)}")
+    elif node is None:
         notes.append("no Node object: only its devices are known")
     if facts.gate_holds(info):
         for uid, resources in sorted(info.allocating.items(), key=lambda item: _key(state, item[0])):
@@ -239,13 +247,23 @@ def _node(facts: _Facts, info: NodeInfo, gate_waiters: list[str]) -> tuple[m.Nod
         conflicts=sum(1 for gpu in gpus if gpu.state == m.CONFLICT),
         over_capacity=over,
         agent_silent_for=silent,
+        deleted=node is None and bool(info.pods),
         cpu=f"{info.requested.get(CPU, 0) / 1000:g}/{allocatable / 1000:g}",
         pods=len(info.pods),
-        taints=tuple(f"{t.key}={t.value}:{t.effect}" if t.value else f"{t.key}:{t.effect}"
-                     for t in (node.taints if node is not None else ())),
+        taints=tuple(str(t) for t in (node.taints if node is not None else ())),
         notes=tuple(notes),
     )
     return view, counts
+
+
+def removed_by_podgc(plural: bool) -> str:
+    """Until when pods bound to a node without a Node object (deleted under them) keep what they
+    hold: upstream's PodGC (pkg/controller/podgc gcOrphaned) waits out a 40 s quarantine, looking
+    every 20 s, then marks each Failed with that condition and deletes it (grace period 0). Said by
+    the node's note and by `explain` of such a pod."""
+    them = "them" if plural else "it"
+    return (f"until the PodGC (kube-controller-manager) marks {them} Failed and deletes {them}, 40 s after the Node "
+            "is gone at the earliest (DisruptionTarget DeletionByPodGC: PodGC: node no longer exists)")
 
 
 def _why_over(facts: _Facts, info: NodeInfo, resource: str) -> str:
@@ -306,8 +324,9 @@ def gpu_counts(scheduler: Scheduler, *, now: float, held: Sequence[Attempt] = ()
 
 
 def _shown_nodes(state: ClusterState) -> Iterator[NodeInfo]:
-    """The nodes the views show: those with a Node object or devices."""
-    return (info for info in state.nodes.values() if info.node is not None or info.devices)
+    """The nodes the views show: those with a Node object, devices, or pods bound to them (a Node
+    deleted under its pods: what they hold is held until the PodGC deletes them)."""
+    return (info for info in state.nodes.values() if info.node is not None or info.devices or info.pods)
 
 
 def _fence_reason(state: ClusterState, info: NodeInfo) -> str:
@@ -362,7 +381,10 @@ def _rows(facts: _Facts, info: NodeInfo, fence: str, ordered: bool = True) -> li
     `NodeInfo.hides_devices_of`), and free rows beyond the node's count (ExtendedResources
     describing more GPUs than it allocates, `NodeInfo.surplus_devices`: the core gives out no more
     than the count, so the last free rows go to no pod; which object is the surplus is unknown),
-    listed after all the node's other rows: they are no GPU a pod can get or holds.
+    listed after all the node's other rows: they are no GPU a pod can get or holds. On a node
+    whose Node object is gone while pods are bound to it (deleted under them), what they ask by
+    count beyond its devices' rows is shown as `ghost` rows held by them: they keep it until the
+    PodGC deletes them, as a class pod keeps a device no object describes any more.
     Rows in the node's order (`_device_order`), which decides which row is shown as what; with
     `ordered` False, only when that could change the counts (`_count`, `_order_counts`; a /metrics
     scrape sorts no more than it must)."""
@@ -372,7 +394,7 @@ def _rows(facts: _Facts, info: NodeInfo, fence: str, ordered: bool = True) -> li
         devices.sort(key=_device_order)
     resources = list(dict.fromkeys(device.resource_name for device in devices))
     allocatable = info.node.allocatable if info.node is not None else {}
-    if GPU in allocatable and GPU not in resources:
+    if GPU not in resources and (GPU in allocatable or info.node is None and any(_count_holders(state, info, GPU))):
         resources.append(GPU)
     rows: list[_Row] = []
     surplus: list[_Row] = []
@@ -410,6 +432,10 @@ def _rows(facts: _Facts, info: NodeInfo, fence: str, ordered: bool = True) -> li
             if shown < asked and row.state in (m.UNHEALTHY, m.CORDONED) and not _held(state, row.device):
                 row.counted = shown
                 shown += 1
+        if info.node is None:  # deleted under its pods: what they ask by count they hold until the PodGC deletes them
+            bound = sum(n for _, n, nominated in _count_holders(state, info, resource) if not nominated)
+            mine += [_Row(None, resource, "", m.GHOST, NODE_DELETED, counted) for counted in range(shown, bound)]
+            shown = max(shown, bound)
         room = max(0, allocatable[resource] - taken) if resource in allocatable else len(free)
         for row in free[room:]:
             count = allocatable[resource]
@@ -504,9 +530,11 @@ def _gpus(facts: _Facts, info: NodeInfo, rows: Sequence[_Row]) -> tuple[tuple[m.
             gpu = _device_gpu(facts, row.device, index, row.state, row.reason)
         if row.counted >= 0:
             holder = holders[row.resource][row.counted]
-            gpu = replace(gpu, fill=1.0, holders=(holder,)) if row.state == m.COUNTED else replace(
-                gpu, fill=1.0, holders=(holder,), reason=f"{gpu.state}; {holder.pod}'s {row.resource} request is "
-                                                         "counted here: no free GPU of the node is left for it")
+            reason = (gpu.reason if row.state == m.COUNTED else
+                      f"{row.reason}, still held by {holder.pod}" if row.device is None else  # a deleted Node's
+                      f"{gpu.state}; {holder.pod}'s {row.resource} request is counted here: no free GPU of the node "
+                      "is left for it")
+            gpu = replace(gpu, fill=1.0, holders=(holder,), reason=reason)
         gpus.append(gpu)
     beyond = {}
     for resource, counted in holders.items():
@@ -778,11 +806,14 @@ def gang_view(state: ClusterState, key: str, held: frozenset[str] = frozenset(),
                       reason or message)
 
 
-def _summary(nodes: Sequence[m.NodeView], counts: Mapping[tuple[str, str], int]) -> m.Summary:
+def _summary(nodes: Sequence[m.NodeView], counts: Mapping[tuple[str, str], int], tainted: frozenset[str]) -> m.Summary:
     """The GPU counts of `counts` (`_count`: by `model.counted_as` state, fenced GPUs among the
     unavailable, free GPUs on a cordoned node cordoned), the very numbers `tessera_devices`
     exports (`gpu_counts`): the total is the nodes' GPUs, not their rows (one GPU under two names
-    is one, rows beyond a node's count are none); unavailable is the rest."""
+    is one, rows beyond a node's count are none); unavailable is the rest. The most free on one
+    node (the biggest single-node job that fits now) leaves out the `tainted` nodes (a NoSchedule
+    or NoExecute taint), as a cordoned node's: only pods tolerating it go there; their free GPUs
+    are still counted free."""
     states: Counter[str] = Counter()
     for (_, state), count in counts.items():
         states[state] += count
@@ -790,7 +821,7 @@ def _summary(nodes: Sequence[m.NodeView], counts: Mapping[tuple[str, str], int])
     used = sum(states[state] for state in m.IN_USE)
     partial = sum(node.gpus_free for node in nodes
                   if any(gpu.state in m.IN_USE or m.held_unavailable(gpu) for gpu in node.gpus))
-    largest = max(sorted((node for node in nodes if node.gpus_free), key=lambda node: node.name),
+    largest = max(sorted((node for node in nodes if node.gpus_free and node.name not in tainted), key=lambda node: node.name),
                   key=lambda node: node.gpus_free, default=None)
     return m.Summary(
         gpus=total,

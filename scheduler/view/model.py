@@ -142,6 +142,9 @@ class NodeView:
     # when that is over agentHeartbeatTimeoutSeconds: the agent stopped, its GPUs' health is what it
     # last published; None while it heartbeats, or where no agent ever did
     agent_silent_for: float | None = None
+    # pods are bound to it but it has no Node object (deleted under them): they hold what they hold,
+    # shown as ghosts, until the PodGC deletes them (a note says so)
+    deleted: bool = False
 
 
 def counted_as(state: str, node_cordoned: bool) -> str:

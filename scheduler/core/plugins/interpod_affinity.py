@@ -74,7 +74,7 @@ from scheduler.core.framework.interface import (FilterPlugin, Normalize, Queuein
 from scheduler.core.framework.node_parts import NodeParts, RecentTallies
 from scheduler.core.objects import Pod
 from scheduler.core.pod_terms import PodTerm, WeightedPodTerm
-from scheduler.core.state import ClusterEvent, EventKind, NodeInfo
+from scheduler.core.state import ClusterEvent, ClusterState, EventKind, NodeInfo
 
 NAME = "InterPodAffinity"
 AFFINITY = "node(s) didn't match pod affinity rules"
@@ -231,6 +231,27 @@ def _existing_of(into: Share, pod: Pod, other: Pod, labels: Mapping[str, str]) -
     """`other`'s anti-affinity terms matching `pod`, on a node with `labels`, each at its pair."""
     for pair in _matched(other.anti_affinity, pod, labels):
         _bump(into, pair, EXISTING_AT, 1)
+
+
+def repelled_by(state: ClusterState, pod: Pod, node: str) -> list[tuple[Pod, str]]:
+    """The placed pods (with their nodes) whose required anti-affinity terms match `pod` in a
+    topology domain of `node`: who makes the filter say `EXISTING` there, by the rule that counts
+    them (`_existing_of` at each such pod's node, then the node's label pairs), in pod order.
+    `kubectl tessera explain` names them, where the reason (upstream's) does not; the placed pods
+    only (`ClusterState.anti_affine_on`), not the nominated ones the filter adds on their own node."""
+    info = state.nodes.get(node)
+    if info is None or info.node is None:
+        return []
+    pairs = set(info.labels.items())
+    found = []
+    for other_node, uids in state.anti_affine_on.items():
+        other_info = state.nodes.get(other_node)
+        labels = other_info.labels if other_info is not None and other_info.node is not None else {}
+        for uid in uids:
+            other = state.pods.get(uid)
+            if other is not None and uid != pod.uid and not pairs.isdisjoint(_matched(other.anti_affinity, pod, labels)):
+                found.append((other, other_node))
+    return sorted(found, key=lambda found: found[0].key)
 
 
 def verdict(pod: Pod, counts: Counts, labels: Mapping[str, str]) -> Reasons | None:

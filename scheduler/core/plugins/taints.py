@@ -26,19 +26,31 @@ from scheduler.core.framework.interface import (
     ScorePlugin,
 )
 from scheduler.core.framework.nodetable import ColumnGroup, EachArray, NodeTable
-from scheduler.core.objects import Node, Pod
+from scheduler.core.objects import Node, Pod, Taint
 from scheduler.core.state import EventKind, NodeInfo
 
 NAME = "TaintToleration"
 UNTOLERATED = "node(s) had untolerated taint(s)"
 
 
+def keeps_pods_off(taint: Taint) -> bool:
+    """A NoSchedule or NoExecute taint: the filter keeps pods that do not tolerate it off its node
+    (a PreferNoSchedule one is only scored)."""
+    return taint.effect != "PreferNoSchedule"
+
+
+def untolerated_taint(node: Node, pod: Pod) -> Taint | None:
+    """The node's first NoSchedule or NoExecute taint the pod does not tolerate (upstream's
+    FindMatchingUntoleratedTaint with DoNotScheduleTaintsFilterFunc), None when there is none:
+    `kubectl tessera explain` names it, where the filter's reason does not (upstream's no longer does)."""
+    return next((taint for taint in node.taints
+                 if keeps_pods_off(taint) and not any(t.tolerates(taint) for t in pod.tolerations)), None)
+
+
 def untolerated(node: Node, pod: Pod) -> bool:
-    """Whether the node has a NoSchedule or NoExecute taint the pod does not tolerate (upstream's
-    FindMatchingUntoleratedTaint with DoNotScheduleTaintsFilterFunc): this filter's rule, and
-    PodTopologySpread's nodeTaintsPolicy: Honor."""
-    return any(taint.effect != "PreferNoSchedule" and not any(t.tolerates(taint) for t in pod.tolerations)
-               for taint in node.taints)
+    """Whether the node has a taint the pod does not tolerate (`untolerated_taint`): this filter's
+    rule, and PodTopologySpread's nodeTaintsPolicy: Honor."""
+    return untolerated_taint(node, pod) is not None
 
 
 class TaintColumns(ColumnGroup):
@@ -55,8 +67,8 @@ class TaintColumns(ColumnGroup):
     def fill(self, row: int, info: NodeInfo) -> None:
         assert info.node is not None
         taints = info.node.taints
-        self.hard[row] = any(t.effect != "PreferNoSchedule" for t in taints)
-        self.soft[row] = any(t.effect == "PreferNoSchedule" for t in taints)
+        self.hard[row] = any(keeps_pods_off(t) for t in taints)
+        self.soft[row] = any(not keeps_pods_off(t) for t in taints)
 
 
 class TaintToleration(FilterPlugin, ScorePlugin):
