@@ -90,10 +90,13 @@ class Cycle:
             return []
         timing = engine.timing
         timing.sampled = timing.stopwatch.sample()  # this cycle times each plugin (upstream: 10 % of cycles)
+        holds = list(engine.state.holds.values())
         try:
             return self._run(pod, engine.profiles[pod.scheduler_name], now)
         finally:
             timing.sampled = False
+            if holds:  # the holds it set aside and did not put back end with it: their ghosts go
+                engine.state.forget_released_ghosts(holds)
 
     def _run(self, pod: Pod, runtime: ProfileRuntime, now: float) -> list[Attempt]:
         """The cycle of a popped pod: its attempt (or its gang's), PostFilter, Permit."""
@@ -104,7 +107,7 @@ class Cycle:
             attempts = self._schedule_gang(pod, runtime, now, history)
         else:
             history = self._history(pod)
-            held = engine.state.release_hold(uid)
+            held = engine.state.set_aside_hold(uid)
             attempts = [self._attempt(pod, runtime, now, held.node if held else pod.nominated_node)]
             if attempts[0].node is not None:
                 engine.queue.done(uid)
@@ -160,7 +163,7 @@ class Cycle:
                            rejectors=frozenset({plugin}))
         if num_nodes == 0:
             return Attempt(pod, None, message=NO_NODES, rejectors=frozenset(p.name for p in runtime.filters))
-        lifted = state.release_holds_below(state.competing_priority(pod)) if state.holds else {}  # holds are rare
+        lifted = state.set_aside_holds_below(state.competing_priority(pod)) if state.holds else {}  # holds are rare
         taken: set[str] = set()
         try:
             info = state.nodes.get(nominated) if nominated else None
@@ -324,7 +327,7 @@ class Cycle:
         members = sorted(view.pending, key=grouping.placement_order)
         for member in members:
             queue.take(member.uid)
-        holds = {m.uid: held for m in members if (held := engine.state.release_hold(m.uid)) is not None}
+        holds = {m.uid: held for m in members if (held := engine.state.set_aside_hold(m.uid)) is not None}
         plan = None
         refused: list[Attempt] | None = None
         if view.topology is not None and runtime.placement is not None:
@@ -333,7 +336,7 @@ class Cycle:
             if refused is None:  # no domain helps a pod its PreFilter refuses: no plan for it
                 # the room is counted as the members' own attempts will find it: without the
                 # holds of lower-priority nominated pods, which those attempts lift
-                lifted = engine.state.release_holds_below(engine.state.competing_priority(members[0])) \
+                lifted = engine.state.set_aside_holds_below(engine.state.competing_priority(members[0])) \
                     if engine.state.holds else {}
                 try:
                     plan = runtime.placement.placements(view, contexts)
@@ -596,7 +599,7 @@ class Cycle:
 
         nominated = {pod.uid: holds[pod.uid].node if pod.uid in holds else pod.nominated_node for pod in pods}
         priority = self.engine.state.competing_priority(pods[0])
-        lifted = self.engine.state.release_holds_below(priority)
+        lifted = self.engine.state.set_aside_holds_below(priority)
         chosen: set[str] = set()
         before = dict(self._displaced)
         timing = self.engine.timing

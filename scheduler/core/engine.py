@@ -76,7 +76,7 @@ class Engine:
 
     def _act_on_deferred_class_events(self, now: float) -> None:
         """Act on the classes judged again outside a watch event (`ClusterState.deferred_events`:
-        a hold released by a cycle, a pod forgotten, dropped a node's last ghost), as soon as the
+        a hold a cycle ended, a pod forgotten, dropped a node's last ghost), as soon as the
         step that judged them is over: the pods parked on them move as upstream's queue moves
         the unschedulable pods an event may help when the event comes, and a pod whose cycle
         saw it is judged by it after its failure, as upstream's in-flight pod is by the events

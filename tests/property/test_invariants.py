@@ -641,6 +641,12 @@ def check_state_consistent(sched: Scheduler) -> None:
         check(info.free_ids == free, f"node {name}: free_ids {info.free_ids} != {free}")
     core = {d: (set(u.exclusive), dict(u.shared)) for d, u in state.ledger.use.items()}
     check(core == use, f"device ledger {core} != placements' grants {use}")
+    # a charged device is one the ledger knows (an object, or a ghost while held); a ghost no one
+    # holds is forgotten (`drop_released_ghosts`: the end of its last holder, a hold's included)
+    unknown = sorted(set(use) - set(state.devices))
+    check(not unknown, f"devices {unknown} charged to {[use[d] for d in unknown]}, but unknown to the ledger")
+    unheld = sorted(state.ledger.ghosts - set(use))
+    check(not unheld, f"ghosts {unheld} held by no one, yet kept")
     for d, u in state.ledger.use.items():
         totals: Counter[tuple[str, str]] = Counter()
         for shares in u.shared.values():

@@ -1,9 +1,10 @@
 """A class judged again inside a scheduling cycle wakes the pods waiting on it when the cycle ends.
 
-A hold released by a cycle (a lower-priority nominated pod's, lifted while a higher-priority pod
-looks for room) may drop the last ghost of a node: the node has no device left, its device
+A hold a cycle ends (a lower-priority nominated pod's, on the node a higher-priority pod takes)
+may drop the last ghost of a node as the cycle ends: the node has no device left, its device
 plugin's count takes the name back from the class that held it, and the class is judged again at
-once (`ClusterState._recount_reshaped`). Found in review: the class event that says so was kept
+once (`ClusterState.forget_released_ghosts`). A hold the cycle only sets aside for its attempts and
+puts back keeps its ghost, and the class stays as it was. Found in review: the class event that says so was kept
 for the next watch event, so a pod parked on that class waited for an unrelated event (or the
 5-minute flush). kube-scheduler's queue moves the parked pods an event may help as the event
 comes, and an in-flight pod checks the events seen during its cycle when it fails
@@ -42,14 +43,18 @@ def test_a_pod_parked_on_a_class_judged_again_inside_a_cycle_is_placed_on_the_ne
     assert [victim.meta.name for victim in h.preempted] == ["busy"]  # h holds n and its device
     assert s.schedule_next(1.0) is None
     s.apply("DELETED", device, 2.0)  # held by h's hold: a ghost, n still has a device
-    s.apply("ADDED", b.resource_class("mine", match_labels={"model": "V100"}, resource_name=PLUGIN), 3.0)
+    s.apply("ADDED", b.resource_class("mine", match_labels={"model": "A100"}, resource_name=PLUGIN), 3.0)
     assert s.state.classes.error_of("mine") is None  # n is agent-served while the ghost is held
     s.apply("ADDED", b.pod("q", limits={PLUGIN: 1}, priority=1000), 4.0)
-    [q] = _cycle(s, 4.0)  # its PostFilter lifts h's lower hold: the ghost goes, n has no device
+    [q] = _cycle(s, 4.0)  # its attempts set h's lower hold aside and put it back: the ghost stays
     assert q.node is None
-    assert s.state.classes.error_of("mine") == TAKEN  # judged again inside q's cycle
+    assert s.state.classes.error_of("mine") is None
+    s.apply("ADDED", b.pod("t", priority=1000, spec_extra={"nodeSelector": {"kubernetes.io/hostname": "n"}}), 5.0)
+    [t] = _cycle(s, 5.0)  # t takes n: h's hold there ends with the cycle, its ghost too: n has no device
+    assert t.node == "n"
+    assert s.state.classes.error_of("mine") == TAKEN  # judged again inside t's cycle
     # no further event: q, parked on the class, is tried again and bound by count
-    placed = [(a.pod.meta.name, a.node) for t in (5.0, 6.0, 8.0, 12.0) for a in s.schedule_next(t) or ()]
+    placed = [(a.pod.meta.name, a.node) for t in (6.0, 8.0, 12.0) for a in s.schedule_next(t) or ()]
     assert placed == [("q", "n")]
 
 

@@ -168,9 +168,9 @@ class ProfileRuntime:
         leaves a matching node matching queues here, QueueSkip there): it over-queues a little
         on real node changes (`ClusterState` emits NODE_UPDATED for those only, not heartbeats).
 
-        The node is judged as the pod's attempt finds it: without the pod's own hold (released
-        before its attempt) or the holds of lower-priority nominated pods (which the attempt
-        lifts, `ClusterState.holds_below`), set aside for the look and put back."""
+        The node is judged as the pod's attempt finds it: without the pod's own hold (set aside
+        for its attempt) or the holds of lower-priority nominated pods (which the attempt sets
+        aside too, `ClusterState.holds_below`), set aside for the look and put back."""
         state = self._state
         pod = state.pods.get(uid)
         info = state.nodes.get(event.node)

@@ -68,7 +68,7 @@ class ClusterState:
         # classes judged again as a ghost's coming or going changed whether a node has devices
         # (`_recount_reshaped`), handed out by the `apply` it happened in, else taken by the engine
         # (`take_deferred_events`) once the step that changed it is over: a forgotten pod's
-        # (`Engine.take`), a scheduling cycle's (a hold released: the class is judged at once, its
+        # (`Engine.take`), a scheduling cycle's (a hold it ended: the class is judged at once, its
         # waiting pods woken as the cycle ends, not at the next watch event)
         self.deferred_events: list[ClusterEvent] = []
         self.victim_priority_version = 0  # bumped when a PodGroup's class or a class's value changes
@@ -897,13 +897,14 @@ class ClusterState:
         devices only it still held are forgotten now (`set_aside_hold` alone keeps them)."""
         held = self.set_aside_hold(uid)
         if held is not None:
-            self.ledger.drop_released_ghosts(held.placement.devices)
-            self._recount_reshaped()
+            self.forget_released_ghosts([held])
         return held
 
     def set_aside_hold(self, uid: str) -> Hold | None:
-        """Take the pod's hold off its node for a what-if (a queueing hint's look at the node):
-        its charges go, nothing else changes; `hold` puts back exactly what was there."""
+        """Take the pod's hold off its node for a what-if (a queueing hint's look at the node, a
+        scheduling cycle's attempts): its charges go, nothing else changes; `hold` puts back
+        exactly what was there. A ghost it alone held stays (a hold put back charges it again):
+        whoever ends the hold instead forgets it (`forget_released_ghosts`)."""
         held = self.holds.pop(uid, None)
         if held is None:
             return None
@@ -917,15 +918,22 @@ class ClusterState:
         self._touch(info)
         return held
 
+    def forget_released_ghosts(self, holds: Iterable[Hold]) -> None:
+        """The deleted devices these holds held that no one holds now are forgotten, and the
+        classes of the nodes that changes judged again: the end of holds set aside (those put
+        back hold their ghosts again, which stay)."""
+        self.ledger.drop_released_ghosts([name for hold in holds for name in hold.placement.devices])
+        self._recount_reshaped()
+
     def holds_below(self, priority: int) -> list[str]:
         """The nominated pods whose holds an attempt at `priority` does not count: those of lower
         priority (upstream's filters add only the nominated pods of priority >= the pod's,
         addGENominatedPods), whose room it may take."""
         return [uid for uid, hold in self.holds.items() if hold.priority < priority]
 
-    def release_holds_below(self, priority: int) -> dict[str, Hold]:
-        """Drop the `holds_below` the priority; the holds dropped, by pod, for the caller to give back."""
-        return {uid: hold for uid in self.holds_below(priority) if (hold := self.release_hold(uid)) is not None}
+    def set_aside_holds_below(self, priority: int) -> dict[str, Hold]:
+        """Set the `holds_below` the priority aside; the holds, by pod, for the caller to give back."""
+        return {uid: hold for uid in self.holds_below(priority) if (hold := self.set_aside_hold(uid)) is not None}
 
     # --- devices, classes, pod groups --------------------------------------------------------
 
