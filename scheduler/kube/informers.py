@@ -46,7 +46,7 @@ import random
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 import aiohttp
@@ -321,24 +321,41 @@ def _held_back(event_type: object, obj: object, restarted: float) -> bool:
     """Whether a change delivered at once by a restarted watch (or the relist its 410 called for)
     is evidence that the stream before held it back: its object was last written at least
     STALL_EVIDENCE_MARGIN_SECONDS before the restart (`restarted`, wall clock seconds). When it was
-    written is its newest `metadata.managedFields[].time`, else its creationTimestamp if ADDED (a
-    MODIFIED one's may be long before the change). A DELETED event carries the object as it was
-    before, an object without those times tells nothing: no evidence, as a change made just as
-    the watch restarted (a quiet kind's, which are restarted every WATCH_SILENCE_SECONDS) is none."""
-    meta = obj.get("metadata") if isinstance(obj, dict) else None
-    if event_type == "DELETED" or not isinstance(meta, dict):
+    last written is the newest time it carries (`_written`). A DELETED event carries the object as
+    it was before, an object without those times tells nothing: no evidence, as a change made just
+    as the watch restarted (a quiet kind's, which are restarted every WATCH_SILENCE_SECONDS) is none."""
+    if event_type == "DELETED" or not isinstance(obj, dict) or not isinstance(meta := obj.get("metadata"), dict):
         return False
-    times = [entry["time"] for entry in meta.get("managedFields") or ()
-             if isinstance(entry, dict) and isinstance(entry.get("time"), str)]
-    if not times and event_type == "ADDED" and isinstance(meta.get("creationTimestamp"), str):
-        times = [meta["creationTimestamp"]]
     try:
-        stamps = [datetime.fromisoformat(stamp) for stamp in times]
-    except ValueError:
+        stamps = list(_written(event_type, meta, obj.get("status")))
+    except (ValueError, TypeError, OverflowError):  # a time the apiserver would not have written
         return False
     if not stamps or any(stamp.tzinfo is None for stamp in stamps):
         return False
     return max(stamps).timestamp() <= restarted - STALL_EVIDENCE_MARGIN_SECONDS
+
+
+def _written(event_type: object, meta: dict[str, Any], status: object) -> Iterator[datetime]:
+    """The times an object says it was written: each `metadata.managedFields[].time` (an update,
+    a patch, an apply), else its creationTimestamp if ADDED (a MODIFIED one's may be long before
+    the change); and the writes that leave managedFields as they were: a graceful deletion (when
+    it was asked: deletionTimestamp less deletionGracePeriodSeconds) and a condition's move (its
+    lastTransitionTime: a Binding's PodScheduled)."""
+    fields = meta.get("managedFields")
+    times = [entry["time"] for entry in fields if isinstance(entry, dict) and isinstance(entry.get("time"), str)] \
+        if isinstance(fields, list) else []
+    if not times and event_type == "ADDED" and isinstance(meta.get("creationTimestamp"), str):
+        times = [meta["creationTimestamp"]]
+    yield from (datetime.fromisoformat(stamp) for stamp in times)
+    if meta.get("deletionTimestamp") is not None:
+        grace = meta.get("deletionGracePeriodSeconds") or 0
+        if not isinstance(meta["deletionTimestamp"], str) or not isinstance(grace, int):
+            raise TypeError("deletionTimestamp or deletionGracePeriodSeconds of no such type")
+        yield datetime.fromisoformat(meta["deletionTimestamp"]) - timedelta(seconds=grace)
+    conditions = status.get("conditions") if isinstance(status, dict) else None
+    for condition in conditions if isinstance(conditions, list) else ():
+        if isinstance(condition, dict) and isinstance(condition.get("lastTransitionTime"), str):
+            yield datetime.fromisoformat(condition["lastTransitionTime"])
 
 
 def _freeing(obj: dict[str, Any]) -> int:
@@ -612,8 +629,8 @@ class Informer:
         as_they_come = not self._store and not self.synced.is_set()
         resource_version = ""
         sent = time.monotonic()
-        # after a quiet spell, the metadata of what the relist finds, kept before `_prepare` drops
-        # the managedFields that tell when each was written (`_held_back`)
+        # after a quiet spell, the metadata and status of what the relist finds, kept before
+        # `_prepare` drops the managedFields that tell when each was written (`_held_back`)
         found: dict[str, dict[str, Any]] = {}
 
         def take(doc: dict[str, Any], whole: bool) -> None:
@@ -621,7 +638,8 @@ class Informer:
             if whole:  # the whole list again: it replaces the pages so far
                 listed.clear()
             if self._quiet is not None:
-                found.update((_key(raw), {"metadata": dict(raw["metadata"])}) for raw in doc.get("items") or ()
+                found.update((_key(raw), {"metadata": dict(raw["metadata"]), "status": raw.get("status")})
+                             for raw in doc.get("items") or ()
                              if isinstance(raw, dict) and isinstance(raw.get("metadata"), dict)
                              and raw["metadata"].get("name"))
             for key, item in self._items(doc):

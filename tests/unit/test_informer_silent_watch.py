@@ -269,3 +269,75 @@ def test_only_an_object_last_written_before_the_restart_by_the_margin_is_evidenc
     mixed = {"metadata": {"managedFields": [{"time": stamp(10)}, {"time": stamp(1)}]}}
     assert not informers._held_back("MODIFIED", mixed, now)
     assert informers._held_back("MODIFIED", mixed, now + informers.STALL_EVIDENCE_MARGIN_SECONDS + 1)
+
+
+def _deleting(obj: dict[str, Any], grace: int) -> dict[str, Any]:
+    """`obj` as a graceful DELETE just now leaves it: deletionTimestamp is the deadline (now +
+    `grace`), and managedFields are untouched (the apiserver's delete path runs no field manager)."""
+    return {**obj, "metadata": {**obj["metadata"], "deletionTimestamp": stamp(-grace),
+                                "deletionGracePeriodSeconds": grace}}
+
+
+def _bound(obj: dict[str, Any]) -> dict[str, Any]:
+    """`obj` as a Binding just now leaves it: spec.nodeName and a PodScheduled condition moved to
+    True now, managedFields untouched (BindingREST updates the pod in storage, no field manager)."""
+    return {**obj, "spec": {"nodeName": "n1"}, "status": {"conditions": [
+        {"type": "PodScheduled", "status": "True", "lastTransitionTime": stamp(0)}]}}
+
+
+def test_a_change_that_moves_no_managed_fields_time_is_dated_by_what_it_wrote() -> None:
+    """A review finding: a graceful deletion and a Binding write no managedFields entry, so an old
+    object deleted or bound just as a quiet kind's watch restarted looked written long before the
+    restart and was told as a stall. The deletion is dated by when it was asked
+    (deletionTimestamp - deletionGracePeriodSeconds), a condition's move by its lastTransitionTime."""
+    now = time.time()
+    old = written(pod("a", "5"), 60)
+    assert informers._held_back("MODIFIED", old, now)
+    assert not informers._held_back("MODIFIED", _deleting(old, 30), now)
+    assert not informers._held_back("MODIFIED", _deleting(old, 0), now)
+    assert not informers._held_back("MODIFIED", _bound(old), now)
+    # asked (or bound) well before the restart: still evidence
+    assert informers._held_back("MODIFIED", _deleting(old, 30), now + 10)
+    assert informers._held_back("MODIFIED", _bound(old), now + 10)
+
+
+def test_odd_metadata_times_are_no_evidence_and_no_error() -> None:
+    """managedFields or conditions that are no list, a deletion grace that is no number: no evidence, no exception."""
+    now = time.time()
+    for meta in ({"managedFields": 5}, {"managedFields": [{"time": 5}]}, {"managedFields": None},
+                 {"managedFields": [{"time": stamp(60)}], "deletionTimestamp": stamp(0),
+                  "deletionGracePeriodSeconds": "x"},
+                 {"managedFields": [{"time": stamp(60)}], "deletionTimestamp": 7}):
+        assert not informers._held_back("MODIFIED", {"metadata": meta}, now), meta
+    for status in (5, {"conditions": 5}, {"conditions": [5, {"lastTransitionTime": 7}]}):
+        obj = {"metadata": {"managedFields": [{"time": stamp(60)}]}, "status": status}
+        assert informers._held_back("MODIFIED", obj, now), status  # what can be read still counts
+
+
+async def test_an_old_pod_deleted_or_bound_as_a_quiet_kinds_watch_restarts_is_no_warning(short_replay: float) -> None:
+    """The watch loop end to end: the restarted watch delivers at once an old pod's graceful
+    deletion and another's Binding, both made as it opened: no informer.watch_stalled."""
+    a, b = written(pod("a", "5"), 60), written(pod("b", "5"), 60)
+    informer, http, sink = make([page([a, b], "5")], [
+        FakeStream(bookmark("6"), end="eof"),
+        FakeStream(),  # quiet: nothing changed
+        FakeStream(event("MODIFIED", _deleting(written(pod("a", "7"), 60), 30))
+                   + event("MODIFIED", _bound(written(pod("b", "8"), 60)))),
+    ])
+    with structlog.testing.capture_logs() as logs:
+        await run_until(informer, lambda: len(sink.events) == 4)
+        await asyncio.sleep(2 * short_replay)
+    assert len(http.watch_calls) == 3
+    assert not [entry for entry in logs if entry["log_level"] == "warning"]
+    assert informer._quiet is None
+
+
+async def test_a_quiet_spells_410_relist_finding_only_a_binding_made_in_its_pause_is_no_warning() -> None:
+    """The relist reads the status too: an old pod bound during the 410's pause was not held back."""
+    gone = FakeStream(orjson.dumps(GONE), status=410)
+    informer, _, sink = make([page([written(pod("a", "5"), 60)], "5"), page([_bound(written(pod("a", "8"), 60))], "9")],
+                             [FakeStream(bookmark("6"), end="eof"), FakeStream(), gone])
+    with structlog.testing.capture_logs() as logs:
+        await run_until(informer, lambda: informer.stats.lists == 2)
+    assert not [entry for entry in logs if entry["log_level"] == "warning"]
+    assert sink.events[-1][0] == "MODIFIED" and informer._quiet is None
