@@ -181,6 +181,7 @@ _SCORE_PLUGINS = tuple(spec.name for spec in REGISTRY if spec.scores)
 _PRE_SCORE_PLUGINS = tuple(spec.name for spec in REGISTRY if spec.pre_scores)
 _QUEUE_SORT_PLUGINS = tuple(spec.name for spec in REGISTRY if extends(spec.kind, "queueSort"))
 _PRIORITY_SORT = "PrioritySort"  # the queue sort plugin of upstream's default multiPoint set
+_BIND_PLUGINS = tuple(spec.name for spec in REGISTRY if extends(spec.kind, "bind"))
 # Tessera's own PreFilters a profile turns off by name only (`PreFilterPlugin.may_disable`)
 _OPTIONAL_PRE_FILTERS = tuple(spec.name for spec in REGISTRY
                               if issubclass(spec.kind, PreFilterPlugin) and spec.kind.may_disable)
@@ -326,8 +327,8 @@ def _legacy_profiles(root: ArgsReader) -> tuple[Profile, ...]:
     algorithm = root.get_obj("algorithmSource")
     if algorithm is not None and algorithm.raw("policy") is not None:
         forbidden(algorithm.at("policy"), "Tessera does not read scheduling Policy files")
-    profile = _legacy_profile(root)
-    _one_queue_sort_plugin(profile, "")
+    profile, plugins = _legacy_profile(root)
+    _framework_counts(profile, plugins, "")
     return (profile,)
 
 
@@ -361,10 +362,10 @@ def _v1_profiles(root: ArgsReader) -> tuple[Profile, ...]:
     profiles: dict[int, Profile] = {}
     seen: dict[str, int] = {}
     for i, raw in enumerate(raw_profiles):
-        profile = found.read(lambda: _v1_profile(raw, i, len(raw_profiles) == 1, seen), None)
-        if profile is not None:
-            profiles[i] = profile
-            found.check(lambda: _one_queue_sort_plugin(profile, f"profiles[{i}]"))
+        built = found.read(lambda: _v1_profile(raw, i, len(raw_profiles) == 1, seen), None)
+        if built is not None:
+            profiles[i], plugins = built
+            found.check(lambda: _framework_counts(profiles[i], plugins, f"profiles[{i}]"))
     found.check(lambda: _one_queue_sort(raw_profiles[0]))
     for i in range(1, len(raw_profiles)):
         found.check(lambda: _same_queue_sort(raw_profiles, profiles, i))
@@ -375,15 +376,20 @@ def _v1_profiles(root: ArgsReader) -> tuple[Profile, ...]:
 _SAME_QUEUE_SORT = "queueSort must be the same for all profiles"
 
 
-def _one_queue_sort_plugin(profile: Profile, path: str) -> None:
-    """NewFramework's count: the profile's queueSort point, as `expandMultiPointPlugins` builds it
-    (`Profile.queue_sort`), holds one plugin, in kube-scheduler v1.36's words. Validation's count
+def _framework_counts(profile: Profile, plugins: _ProfilePlugins, path: str) -> None:
+    """NewFramework's counts, in its order and kube-scheduler v1.36's words: the profile's
+    queueSort point, as `expandMultiPointPlugins` builds it (`Profile.queue_sort`), holds one
+    plugin, and its bind point (`_ProfilePlugins.bind_plugins`) one at least. Validation's count
     (`_one_queue_sort`) sees only what the file writes at queueSort: `enabled: [Coscheduling]`
-    beside multiPoint's PrioritySort passes it and fails here, as does a point with none left."""
+    beside multiPoint's PrioritySort passes it and fails here, as does a point with none left;
+    `multiPoint: {disabled: ["*"]}` must enable DefaultBinder again as well as PrioritySort."""
+    name = json.dumps(profile.scheduler_name)
     if len(profile.queue_sort) != 1:
-        raise BuildError(child(path, "plugins.queueSort"),
-                         f"only one queue sort plugin required for profile with scheduler name "
-                         f"{json.dumps(profile.scheduler_name)}, but got {len(profile.queue_sort)}")
+        raise BuildError(child(path, "plugins.queueSort"), f"only one queue sort plugin required for profile "
+                                                           f"with scheduler name {name}, but got {len(profile.queue_sort)}")
+    if not plugins.bind_plugins():
+        raise BuildError(child(path, "plugins.bind"),
+                         f"at least one bind plugin is needed for profile with scheduler name {name}")
 
 
 def _one_queue_sort(raw: object) -> None:
@@ -455,8 +461,9 @@ def _go_args(args: BaseModel) -> Verbatim:
     return Verbatim(f'config.{type(args).__name__}{{TypeMeta:v1.TypeMeta{{Kind:"", APIVersion:""}}, {fields}}}')
 
 
-def _v1_profile(raw: object, i: int, lone: bool, seen: dict[str, int]) -> Profile:
-    """profiles[i]; `seen` maps the names of the profiles before it to their index."""
+def _v1_profile(raw: object, i: int, lone: bool, seen: dict[str, int]) -> tuple[Profile, _ProfilePlugins]:
+    """profiles[i], and its plugin sets for the framework's counts (`_framework_counts`); `seen`
+    maps the names of the profiles before it to their index."""
     obj = ArgsReader(raw, f"profiles[{i}]")
     obj.check_keys(("schedulerName", "percentageOfNodesToScore", "plugins", "pluginConfig"))
     found = Checks()
@@ -485,10 +492,11 @@ def _v1_profile(raw: object, i: int, lone: bool, seen: dict[str, int]) -> Profil
         preemption=plugins.preemption,
         disabled_filters=plugins.disabled_filters,
         disabled_pre_filters=plugins.disabled_pre_filters,
-    ), args, obj)
+    ), args, obj), plugins
 
 
-def _legacy_profile(root: ArgsReader) -> Profile:
+def _legacy_profile(root: ArgsReader) -> tuple[Profile, _ProfilePlugins]:
+    """v1alpha1's profile, and its plugin sets for the framework's counts (`_framework_counts`)."""
     found = Checks()
     name = found.read(lambda: root.get_str("schedulerName", ""), "") or DEFAULT_SCHEDULER_NAME  # empty -> default
     plugins = found.read(lambda: _plugins(root.get_obj("plugins"), legacy=True), _ProfilePlugins())
@@ -509,7 +517,7 @@ def _legacy_profile(root: ArgsReader) -> Profile:
         preemption=plugins.preemption and not root.get_bool("disablePreemption", False),
         disabled_filters=plugins.disabled_filters,
         disabled_pre_filters=plugins.disabled_pre_filters,
-    ), args, root)
+    ), args, root), plugins
 
 
 def _plugin_args(args: dict[str, BaseModel]) -> PluginArgs:
@@ -566,8 +574,8 @@ _DEFAULT_MULTI_POINT = tuple(_Plugin(spec.name, spec.default_weight or 0) for sp
 
 @dataclass(frozen=True)
 class _ProfilePlugins:
-    """The plugin sets of the extension points that change what Tessera does, and whether
-    DefaultPreemption runs."""
+    """The plugin sets of the extension points that change what Tessera does or that upstream's
+    framework counts (queueSort, bind), and whether DefaultPreemption runs."""
 
     multi_point: _PluginSet = _PluginSet()
     pre_score: _PluginSet = _PluginSet()
@@ -576,6 +584,7 @@ class _ProfilePlugins:
     disabled_filters: tuple[str, ...] = ()  # the Filters turned off
     disabled_pre_filters: tuple[str, ...] = ()  # the PreFilters turned off
     queue_sort: _PluginSet = _PluginSet()
+    bind: _PluginSet = _PluginSet()
 
     def queue_sort_plugins(self) -> tuple[str, ...]:
         """The queue sort plugins the queueSort point expands to (`expandMultiPointPlugins`), for
@@ -586,6 +595,12 @@ class _ProfilePlugins:
         multi = [p for p in _merge(_DEFAULT_MULTI_POINT, self.multi_point)
                  if p.name == _PRIORITY_SORT or any(q.name == p.name for q in self.multi_point.enabled)]
         return tuple(_expand(multi, self.queue_sort, _QUEUE_SORT_PLUGINS))
+
+    def bind_plugins(self) -> tuple[str, ...]:
+        """The bind plugins the bind point expands to: multiPoint's DefaultBinder unless written
+        off, and the ones the file enables at `bind`. Only counted (NewFramework refuses none):
+        Tessera binds every pod itself whatever they are."""
+        return tuple(_expand(_merge(_DEFAULT_MULTI_POINT, self.multi_point), self.bind, _BIND_PLUGINS))
 
     def score_weights(self) -> ScoreWeights:
         """The enabled score plugins in run order with their weights: the order as
@@ -633,7 +648,7 @@ def _plugins(obj: ArgsReader | None, *, legacy: bool) -> _ProfilePlugins:
                     if any(name in s.disabled for s in (multi_point, pre_filter, filter_))
                     and not any(p.name == name for s in (multi_point, pre_filter, filter_) for p in s.enabled)}
     return _ProfilePlugins(
-        multi_point, sets["preScore"], sets["score"], preemption, queue_sort=sets["queueSort"],
+        multi_point, sets["preScore"], sets["score"], preemption, queue_sort=sets["queueSort"], bind=sets["bind"],
         disabled_filters=tuple(name for name in _DISABLEABLE_FILTERS if name not in filters),
         disabled_pre_filters=tuple(spec.name for spec in REGISTRY if spec.name in optional_off
                                    or (spec.name in _DISABLEABLE_PRE_FILTERS and spec.name not in pre_filters)))

@@ -9,11 +9,12 @@ accepted one gets as far as starting (then retries the unreachable apiserver, an
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from scheduler.api.config import ConfigError, load_config
+from scheduler.api.config import ConfigError, SchedulerConfig, load_config
 from scheduler.kube.controlplane import ControlPlaneBinaries
 
 V1 = "kubescheduler.config.k8s.io/v1"
@@ -123,6 +124,11 @@ CASES = {
                        '- schedulerName: b\n  plugins:\n    multiPoint:\n      disabled: [{name: "*"}]\n', V1,
                        'only one queue sort plugin required for profile with scheduler name \\"a\\", but got 0',
                        "profiles[0].plugins.queueSort"),
+    # NewFramework's bind count: multiPoint's DefaultBinder disabled and not enabled again
+    "no-binder": ('profiles:\n- plugins:\n    multiPoint:\n      disabled: [{name: "*"}]\n'
+                  '      enabled: [{name: PrioritySort}]\n', V1,
+                  'at least one bind plugin is needed for profile with scheduler name \\"default-scheduler\\"',
+                  "profiles[0].plugins.bind"),
     "negative-weight": ("profiles:\n- plugins:\n    score:\n      enabled: [{name: TaintToleration, weight: -3}]\n",
                         V1, "total score of Score plugins could overflow", "profiles[0].plugins.score.enabled[0].weight"),
 }
@@ -171,14 +177,23 @@ def test_kube_scheduler_and_tessera_both_refuse(case: str, control_plane_binarie
     assert info.value.field == field, str(info.value)
 
 
+def _backoff(config: SchedulerConfig) -> object:
+    return config.pod_max_backoff_seconds
+
+
 # Files both read: whole numbers written as floats decode as those integers (sigs.k8s.io/yaml writes
-# them as integers for encoding/json); (file body, what Tessera then holds, read from the config).
-ACCEPTED = {
-    "backoff-as-float": ("podMaxBackoffSeconds: 20.0\n", 20),
-    "backoff-in-exponent-form": ("podMaxBackoffSeconds: 1e3\n", 1000),
-    "largest-int64-backoff": ("podMaxBackoffSeconds: 9223372036854775807\n", 2**63 - 1),
+# them as integers for encoding/json), and the one `multiPoint: {disabled: ["*"]}` form upstream's
+# framework builds (its queue sort and binder enabled again); (file body, what Tessera then holds).
+ACCEPTED: dict[str, tuple[str, Callable[[SchedulerConfig], object], object]] = {
+    "backoff-as-float": ("podMaxBackoffSeconds: 20.0\n", _backoff, 20),
+    "backoff-in-exponent-form": ("podMaxBackoffSeconds: 1e3\n", _backoff, 1000),
+    "largest-int64-backoff": ("podMaxBackoffSeconds: 9223372036854775807\n", _backoff, 2**63 - 1),
+    "multi-point-sort-and-binder-again": (
+        'profiles:\n- plugins:\n    multiPoint:\n      disabled: [{name: "*"}]\n'
+        "      enabled: [{name: DefaultBinder}, {name: PrioritySort}]\n",
+        lambda config: (config.profiles[0].queue_sort, dict(config.profiles[0].score_weights)), (("PrioritySort",), {})),
 }
-_STARTED = "Starting Kubernetes Scheduler"  # logged by Run, after the configuration is decoded and validated
+_STARTED = "Starting Kubernetes Scheduler"  # logged by Run, after the configuration is decoded and validated and the profiles built
 
 
 @pytest.mark.timeout(120)
@@ -186,7 +201,7 @@ _STARTED = "Starting Kubernetes Scheduler"  # logged by Run, after the configura
 def test_kube_scheduler_and_tessera_both_accept(case: str, control_plane_binaries: ControlPlaneBinaries,
                                                tmp_path: Path) -> None:
     binary = _kube_scheduler(control_plane_binaries)
-    body, expected = ACCEPTED[case]
+    body, read, expected = ACCEPTED[case]
     path = _config_file(tmp_path, V1, body)
 
     proc = subprocess.Popen([str(binary), f"--config={path}", "--secure-port=0"], stderr=subprocess.PIPE, text=True)
@@ -202,4 +217,4 @@ def test_kube_scheduler_and_tessera_both_accept(case: str, control_plane_binarie
         proc.wait()
     assert lines and _STARTED in lines[-1], "".join(lines)[-2000:]
 
-    assert load_config(path).pod_max_backoff_seconds == expected
+    assert read(load_config(path)) == expected

@@ -289,9 +289,10 @@ def test_multipoint_override_disable_and_append() -> None:
         "disabled": [{"name": "NodeAffinity"}]}})
     assert weights(raw) == [("TaintToleration", 3), ("NodeResourcesFit", 5), ("TesseraDevices", 1), ("PodTopologySpread", 2),
                             ("InterPodAffinity", 2), ("TesseraFragmentation", 2)]
-    # the queue sort written back too: a profile with none is refused (upstream's NewFramework)
+    # the queue sort and the binder written back too: a profile with none is refused (upstream's NewFramework)
     raw = profile(plugins={"multiPoint": {"disabled": [{"name": "*"}], "enabled": [{"name": "TesseraDevices"}]},
-                           "queueSort": {"enabled": [{"name": "PrioritySort"}]}})
+                           "queueSort": {"enabled": [{"name": "PrioritySort"}]},
+                           "bind": {"enabled": [{"name": "DefaultBinder"}]}})
     assert weights(raw) == [("TesseraDevices", 1)]
 
 
@@ -675,6 +676,7 @@ def test_legacy_disable_preemption_turns_preemption_off() -> None:
 def test_preemption_enabled_at_post_filter_wins_over_a_multi_point_disable(multi_point_disabled: str) -> None:
     """Upstream expandMultiPointPlugins: a plugin enabled at a specific extension point runs there."""
     raw = profile(plugins={"multiPoint": {"disabled": [{"name": multi_point_disabled}]}, "queueSort": {"enabled": [{"name": "PrioritySort"}]},
+                           "bind": {"enabled": [{"name": "DefaultBinder"}]},
                            "postFilter": {"enabled": [{"name": "DefaultPreemption"}]}})
     assert parse_config(raw, "t.yaml").profiles[0].preemption is True
     raw = profile(plugins={"postFilter": {"disabled": [{"name": "DefaultPreemption"}]}})

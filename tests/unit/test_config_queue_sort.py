@@ -105,8 +105,8 @@ def test_an_unknown_name_lists_only_the_names_valid_at_its_point() -> None:
         'cfg.yaml: profiles[0].plugins.postFilter.enabled[0].name: Unsupported value: "Preemption": '
         'supported values: "Coscheduling", "DefaultPreemption"')
     # a point no Tessera plugin implements lists none (field.NotSupported with no valid values)
-    assert _error({"plugins": {"bind": {"enabled": [{"name": "DefaultBinder"}]}}}) == (
-        'cfg.yaml: profiles[0].plugins.bind.enabled[0].name: Unsupported value: "DefaultBinder"')
+    assert _error({"plugins": {"preBind": {"enabled": [{"name": "VolumeBinding"}]}}}) == (
+        'cfg.yaml: profiles[0].plugins.preBind.enabled[0].name: Unsupported value: "VolumeBinding"')
     # a known plugin the point does not take: upstream's framework error, as before
     assert _error({"plugins": {"queueSort": {"enabled": [{"name": "NodeName"}]}}}).endswith(
         'plugin "NodeName" does not extend QueueSortPlugin plugin')
@@ -198,7 +198,9 @@ def test_one_queue_sort_plugin_however_written_loads() -> None:
                     {"queueSort": GANG_SORT}, {"multiPoint": {"enabled": [{"name": "PrioritySort"}]}},
                     {"queueSort": {"enabled": [{"name": "Coscheduling"}], "disabled": [{"name": "PrioritySort"}]}},
                     {"multiPoint": {"enabled": [{"name": "Coscheduling"}], "disabled": [{"name": "PrioritySort"}]}},
-                    {"multiPoint": {"disabled": [{"name": "*"}], "enabled": [{"name": "PrioritySort"}]}}):
+                    # DefaultBinder enabled again too: a profile with no bind plugin is refused (NewFramework)
+                    {"multiPoint": {"disabled": [{"name": "*"}],
+                                    "enabled": [{"name": "PrioritySort"}, {"name": "DefaultBinder"}]}}):
         config = parse_config({**V1, "profiles": [{"plugins": plugins}]}, "t")
         assert len(config.profiles[0].queue_sort) == 1, plugins
 

@@ -66,8 +66,8 @@ def test_star_under_filter_disables_the_default_filters_and_keeps_the_promises()
 
 
 def test_star_under_multi_point_disables_them_too_and_a_filter_entry_enables_one_again() -> None:
-    # PrioritySort kept: a profile with no queue sort plugin is refused (upstream's NewFramework)
-    plugins = {"multiPoint": {"disabled": [{"name": "*"}], "enabled": [{"name": "PrioritySort"}]},
+    # PrioritySort and DefaultBinder kept: a profile with no queue sort or bind plugin is refused (upstream's NewFramework)
+    plugins = {"multiPoint": {"disabled": [{"name": "*"}], "enabled": [{"name": "PrioritySort"}, {"name": "DefaultBinder"}]},
                "filter": {"enabled": [{"name": "NodePorts"}]}}
     config = parse_config(_config(plugins), "t.yaml")
     assert config.profiles[0].disabled_filters == tuple(n for n in DISABLEABLE if n != "NodePorts")

@@ -947,8 +947,8 @@ _ADDED = "/schedulerConfig/profiles/0/pluginConfig/3/args"
      "/schedulerConfig/profiles/0/plugins/filter/enabled/0/name"),
     (_set("profiles.0.plugins.queueSort", {"enabled": [{"name": "NodeResourcesFit"}]}),  # no queue sort
      "/schedulerConfig/profiles/0/plugins/queueSort/enabled/0/name"),
-    (_set("profiles.0.plugins.bind", {"enabled": [{"name": "TesseraDevices"}]}),  # no Tessera plugin binds
-     "/schedulerConfig/profiles/0/plugins/bind/enabled"),
+    (_set("profiles.0.plugins.bind", {"enabled": [{"name": "TesseraDevices"}]}),  # DefaultBinder alone binds
+     "/schedulerConfig/profiles/0/plugins/bind/enabled/0/name"),
     (_set("profiles.0.plugins.filter", {"disabled": [{"name": "NodeResourcesFit"}]}),  # it keeps devices given once
      "/schedulerConfig/profiles/0/plugins/filter/disabled/0/name"),
     (_set("profiles.0.plugins.preFilter", {"disabled": [{"name": "Coscheduling"}]}),  # it keeps gangs whole
@@ -1015,14 +1015,16 @@ def test_the_schema_refuses_scheduler_configurations_tessera_refuses(
     _set("profiles.0.plugins.score.enabled.0.weight", 2**31 - 1),
     _set("profiles.0.plugins", {}),                             # upstream's default plugins
     _set("profiles.0.pluginConfig", []),
-    _set("profiles.0.plugins.multiPoint", {"disabled": [{"name": "*"}],  # the queue sort kept: one per profile
-                                           "enabled": [{"name": "TesseraDevices"}, {"name": "PrioritySort"}]}),
+    _set("profiles.0.plugins.multiPoint", {"disabled": [{"name": "*"}],  # the queue sort and binder kept: one per profile
+                                           "enabled": [{"name": "TesseraDevices"}, {"name": "PrioritySort"},
+                                                       {"name": "DefaultBinder"}]}),
     _set("profiles.0.plugins.filter", {"disabled": [{"name": "*"}]}),
     _set("profiles.0.plugins.filter", {"disabled": [{"name": "NodePorts"}, {"name": "TaintToleration"}]}),
     _set("profiles.0.plugins.preFilter", {"disabled": [{"name": "NodeAffinity"}]}),
     _set("profiles.0.plugins.multiPoint", {"disabled": [{"name": "NodeResourcesFit"}]}),  # its score only
     _set("profiles.0.plugins.queueSort", {"enabled": [{"name": "PrioritySort"}]}),  # kube-scheduler's default
     _set("profiles.0.plugins.multiPoint", {"enabled": [{"name": "PrioritySort"}]}),
+    _set("profiles.0.plugins.bind", {"enabled": [{"name": "DefaultBinder"}]}),  # kube-scheduler's default binder
     _set("profiles.0.percentageOfNodesToScore", 0),
     _set("percentageOfNodesToScore", 100),
     _set("parallelism", 16),

@@ -54,9 +54,10 @@ def test_turned_off_at_multi_point_and_enabled_again_under_pre_filter_it_stays_o
 
 @pytest.mark.parametrize("point", ["preFilter", "filter", "multiPoint"])
 def test_star_keeps_it(point: str) -> None:
-    # PrioritySort enabled again: a profile with no queue sort plugin is refused (upstream's NewFramework)
-    sort = "    queueSort:\n      enabled:\n      - name: PrioritySort\n"
-    profile = parse_config_text(PROFILE.format(point=point, name='"*"') + sort, "test").profiles[0]
+    # PrioritySort and DefaultBinder enabled again: a profile with no queue sort or bind plugin is
+    # refused (upstream's NewFramework)
+    again = "    queueSort:\n      enabled:\n      - name: PrioritySort\n    bind:\n      enabled:\n      - name: DefaultBinder\n"
+    profile = parse_config_text(PROFILE.format(point=point, name='"*"') + again, "test").profiles[0]
     assert NAME not in profile.disabled_pre_filters
     assert NAME in [spec.name for spec in enabled_in(profile)]
 

@@ -36,6 +36,7 @@ from scheduler.core.framework.interface import (
 )
 from scheduler.core.plugins import coscheduling
 from scheduler.core.plugins.coscheduling import Coscheduling
+from scheduler.core.plugins.default_binder import DefaultBinder
 from scheduler.core.plugins.devices import TesseraDevices
 from scheduler.core.plugins.devices import args as device_args
 from scheduler.core.plugins.fit import NodeResourcesFit
@@ -171,6 +172,7 @@ REGISTRY: tuple[PluginSpec, ...] = (
                args=ArgsSpec(preemption_args.PreemptionArgs, preemption_args.parse_args, preemption_args.FIELDS)),
     PluginSpec(gpu_packing.TesseraGpuPacking, _with(gpu_packing.TesseraGpuPacking, gpu_packing.GpuPackingArgs),
                args=ArgsSpec(gpu_packing.GpuPackingArgs, gpu_packing.parse_args, gpu_packing.FIELDS)),
+    PluginSpec(DefaultBinder, lambda handle, args: DefaultBinder()),  # a name only: Tessera binds (kube/binder.py)
 )
 BY_NAME: Mapping[str, PluginSpec] = {spec.name: spec for spec in REGISTRY}
 
