@@ -341,9 +341,12 @@ def test_a_node_update_moves_pods_under_the_label_of_what_changed() -> None:
     while core.schedule_next(0.0) is not None:
         pass
     core.take_queue_incoming()
-    core.apply("MODIFIED", b.node("n", gpus=1), 100.0)  # uncordoned: "small" fits now
+    core.apply("MODIFIED", b.node("n", gpus=1), 100.0)  # uncordoned: both pass NodeUnschedulable now
     assert {event for _, event in core.take_queue_incoming()} == {"NodeUpdateNodeTaint"}
-    core.apply("MODIFIED", b.node("n", gpus=2, labels={"zone": "a"}), 200.0)  # "big" fits now
+    while core.schedule_next(100.0) is not None:  # "small" lands; "big" is refused by NodeResourcesFit
+        pass
+    core.take_queue_incoming()
+    core.apply("MODIFIED", b.node("n", gpus=3, labels={"zone": "a"}), 200.0)  # "big" fits beside "small" now
     assert {event for _, event in core.take_queue_incoming()} == {"NodeUpdateNodeAllocatable"}
 
 
