@@ -18,7 +18,7 @@ from tests.property.strategies import Scenario
 
 
 class _Recording(inv.Harness):
-    """The invariants' harness, also noting each attempt's tie-break outcome and kept scores."""
+    """The invariants' harness, also noting each attempt's tie-break outcome, total and preemption."""
 
     def _decided(self, attempts: list[Attempt]) -> None:
         super()._decided(attempts)
