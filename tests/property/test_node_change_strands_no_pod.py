@@ -5,7 +5,7 @@ Differential: the same cluster, parked the same way, then one node change (grown
 untainted, labelled, or a new node). In the run under test the queue decides who is retried
 (within the backoff, long before the flush); in the reference every parked pod is retried after
 the change. A pod the reference places, and the run under test never even tried again after the
-change, was stranded. Victims are never evicted (holds stay), as in test_requeue_hints."""
+change, was stranded. Gangs (a PodGroup, with minResources or not) among them. Victims are never evicted (holds stay), as in test_requeue_hints."""
 
 from __future__ import annotations
 
@@ -55,6 +55,15 @@ def parked(draw: st.DrawFn) -> tuple[list[dict[str, Any]], dict[str, Any]]:
             extra["preemptionPolicy"] = "Never"
         objects.append(b.pod(f"p{i}", requests={"cpu": str(draw(st.integers(1, 3)))}, spec_extra=extra, **gpu(),
                              priority=draw(st.sampled_from([100, 500, 1000])), created=f"2026-01-01T00:00:0{i}Z"))
+    pending = [o for o in objects if o["kind"] == "Pod" and o["metadata"]["name"].startswith("p")]
+    if len(pending) >= 2 and draw(st.booleans()):  # the first two a gang (minResources or not)
+        group = b.podgroup("g", 2)
+        if draw(st.booleans()):
+            group["spec"]["minResources"] = {"cpu": str(draw(st.integers(1, 6)))}
+        objects.insert(0, group)
+        for member in pending[:2]:
+            member["metadata"]["labels"] = {"scheduling.x-k8s.io/pod-group": "g"}
+            member["spec"]["priority"] = pending[0]["spec"]["priority"]
     change = draw(st.sampled_from(["grown", "uncordoned", "untainted", "labelled", "added"]))
     if change == "added":
         return objects, b.node("new", cpu=str(draw(st.integers(1, 4))), memory="8Gi", gpus=draw(st.integers(0, 1)),

@@ -5,7 +5,7 @@ The hint sets the pod's own hold and the lower-priority holds aside (`ClusterSta
 and, for a pod that may preempt, lifts the pods it may evict (`DefaultPreemption.frees_room`), then
 puts everything back. Random small clusters where preemptions leave holds standing (the shell's
 evictions never happen here, so victims stay and their preemptors stay nominated), whole and
-shared GPUs among them, are asked every hint for every queued pod on every node, with plugin
+shared GPUs among them (some deleted while held: ghosts), are asked every hint for every queued pod on every node, with plugin
 names the profile runs, names it does not, and a name that is no plugin.
 """
 
@@ -84,8 +84,9 @@ def clusters(draw: st.DrawFn) -> list[dict[str, Any]]:
 
 
 @_settings(150)
-@given(clusters(), st.integers(0, 2))
-def test_a_node_hint_leaves_the_state_as_it_found_it(objects: list[dict[str, Any]], rounds: int) -> None:
+@given(clusters(), st.integers(0, 2), st.data())
+def test_a_node_hint_leaves_the_state_as_it_found_it(objects: list[dict[str, Any]], rounds: int,
+                                                     data: st.DataObject) -> None:
     sched = Scheduler(config(BINPACK))
     now = 0.0
     for obj in objects:
@@ -94,6 +95,10 @@ def test_a_node_hint_leaves_the_state_as_it_found_it(objects: list[dict[str, Any
         now += 11.0
         while sched.schedule_next(now) is not None:
             pass
+    devices = [obj for obj in objects if obj["kind"] == "ExtendedResource"]
+    for gone in data.draw(st.lists(st.sampled_from(devices), unique_by=lambda d: d["metadata"]["name"],
+                                   max_size=2) if devices else st.just([])):
+        sched.apply("DELETED", gone, now)  # a held device stays as a ghost, its holds' ones too
     state = sched.state
     runtime = sched.profiles["tessera"]
     plugins = [p.name for p in runtime.filters] + ["DefaultPreemption", "NoSuchPlugin"]
