@@ -10,10 +10,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from scheduler.api.config import SchedulerConfig
 from scheduler.core.framework.attempt import Attempt
 from scheduler.core.scheduler import Scheduler
 from scheduler.sim import builders as b
 from tests.helpers import BINPACK, config
+from tests.replay.test_topology import RACK, rack_nodes, topology_config
 
 WHOLE = "class.tessera.dev/v100"
 LOW, MID, HIGH = 0, 500, 1000
@@ -39,15 +43,17 @@ def _assert_ledger_knows_its_devices(core: Scheduler) -> None:
         assert ghost in state.ledger.use, f"ghost {ghost} held by no one, yet kept"
 
 
-def _nominated_with_a_ghost() -> tuple[Scheduler, str]:
+def _nominated_with_a_ghost(gang: bool = False, cfg: SchedulerConfig | None = None) -> tuple[Scheduler, str]:
     """Node n (4 CPU, 2 GPUs); `low` (priority 0) takes its 4 CPU; `mid` (500, 2 CPU and one GPU
-    of the class) preempts `low` and holds 2 CPU and a free GPU there while `low` terminates; then
-    that GPU's ExtendedResource is deleted: a ghost only `mid`'s hold still holds."""
-    core = Scheduler(config(BINPACK), seed=0)
+    of the class; with `gang`, the one member of a gang) preempts `low` and holds 2 CPU and a free
+    GPU there while `low` terminates; then that GPU's ExtendedResource is deleted: a ghost only
+    `mid`'s hold still holds."""
+    core = Scheduler(cfg or config(BINPACK), seed=0)
     devices = [b.device("n", 0), b.device("n", 1)]
     low = b.pod("low", requests={"cpu": "4"}, node_name="n", phase="Running", priority=LOW)
     for obj in (b.node("n", cpu="4", gpus=2), b.resource_class("v100", match_labels={"model": "V100"}),
-                *devices, low, b.pod("mid", requests={"cpu": "2"}, limits={WHOLE: 1}, priority=MID)):
+                *devices, low, b.pod("mid", requests={"cpu": "2"}, limits={WHOLE: 1}, priority=MID,
+                                     labels=b.gang_labels("g", 1) if gang else None)):
         core.apply("ADDED", obj, 0.0)
     attempts = core.schedule_next(0.0)
     assert attempts and attempts[0].nominated_node == "n" and [v.meta.name for v in attempts[0].preempted] == ["low"]
@@ -81,12 +87,14 @@ def test_a_lifted_hold_put_back_still_holds_its_ghost() -> None:
     assert core.state.ledger.is_ghost(ghost)
 
 
-def test_a_nominated_pods_own_hold_put_back_still_holds_its_ghost() -> None:
+@pytest.mark.parametrize("gang", [False, True], ids=["pod", "gang member"])
+def test_a_nominated_pods_own_hold_put_back_still_holds_its_ghost(gang: bool) -> None:
     """`mid` tries again while `low` still terminates: its attempt sets its own hold aside, fails
     (n's CPU is `low`'s until it is gone), and DefaultPreemption finds it ineligible (a victim of
     its still terminating on its nominated node: upstream's PodEligibleToPreemptOthers), so the
-    hold comes back as it was, its ghost with it."""
-    core, ghost = _nominated_with_a_ghost()
+    hold comes back as it was, its ghost with it. A gang's cycle sets its members' holds aside
+    the same way (`Cycle._schedule_gang`)."""
+    core, ghost = _nominated_with_a_ghost(gang)
 
     core.flush_unschedulable(301.0)  # the 5-minute flush brings the parked `mid` back
     attempts = core.schedule_next(301.0)
@@ -112,3 +120,35 @@ def test_a_hold_whose_node_a_higher_priority_pod_took_lets_its_ghost_go() -> Non
     assert hold is None or ghost not in hold.placement.devices
     assert not core.state.ledger.is_ghost(ghost) and ghost not in core.state.devices
     _assert_ledger_knows_its_devices(core)
+
+
+def test_a_nominated_pod_deleted_lets_the_ghost_only_its_hold_held_go() -> None:
+    """`mid` is deleted while nominated: its hold ends (`release_hold`), and the ghost only it
+    held is forgotten with it, not kept as a device no one holds."""
+    core, ghost = _nominated_with_a_ghost()
+
+    core.apply("DELETED", b.pod("mid", requests={"cpu": "2"}, limits={WHOLE: 1}, priority=MID), 0.0)
+
+    assert _uid("mid") not in core.state.holds
+    assert not core.state.ledger.is_ghost(ghost) and ghost not in core.state.devices
+    _assert_ledger_knows_its_devices(core)
+
+
+def test_a_hold_a_gangs_topology_plan_lifted_is_put_back_with_its_ghost() -> None:
+    """A gang of priority 1000 asking for one rack plans its domains without `mid`'s
+    lower-priority hold (as its members' attempts will find the nodes), and fits no rack (each
+    member asks 1000 CPU): the hold comes back as it was, its ghost with it."""
+    core, ghost = _nominated_with_a_ghost(cfg=topology_config())
+    for obj in rack_nodes({("a", "r1"): 2}):
+        core.apply("ADDED", obj, 0.0)
+    for i in range(2):
+        core.apply("ADDED", b.pod(f"g-{i}", labels=b.gang_labels("g", 2), requests={"cpu": "1000"}, priority=HIGH,
+                                  annotations={"tessera.dev/topology-required": RACK},
+                                  spec_extra={"preemptionPolicy": "Never"}), 0.0)
+    attempts = core.schedule_next(0.0)
+
+    assert attempts and {a.pod.meta.name for a in attempts} == {"g-0", "g-1"}, attempts
+    assert all(a.node is None for a in attempts)
+    assert _uid("mid") in core.state.holds and ghost in core.state.holds[_uid("mid")].placement.devices
+    _assert_ledger_knows_its_devices(core)
+    assert core.state.ledger.is_ghost(ghost)

@@ -112,6 +112,23 @@ def test_node_change_that_lets_a_preemptor_preempt_there_requeues_it(case: str) 
     assert retry[0].nominated_node == "n" and [v.meta.name for v in retry[0].preempted] == ["low"]
 
 
+def test_a_node_change_that_would_let_a_never_preempting_pod_preempt_does_not_requeue_it() -> None:
+    """As the `grown` case above, but `p` has preemptionPolicy Never: `n` grown to 5 CPU would
+    fit it only once `low` is evicted, which p may not do (upstream's PodEligibleToPreemptOthers),
+    so the NodeUpdate leaves it parked (Tessera's hint asks the PostFilter only for a pod that may
+    preempt: a retry would only fail again)."""
+    core = Core()
+    core.apply("ADDED", _node("grown", before=True))
+    core.apply("ADDED", b.pod("low", requests={"cpu": "2"}, node_name="n", phase="Running", priority=LOW))
+    core.apply("ADDED", b.pod("p", requests={"cpu": "4"}, priority=HIGH, spec_extra={"preemptionPolicy": "Never"}))
+    first = _of(core.run(), "p")
+    assert first and first[0].node is None and not first[0].preempted, first
+
+    core.apply("MODIFIED", _node("grown", before=False))
+
+    assert core.where("p") == UNSCHEDULABLE
+
+
 # --- 2. the preemptor's own hold counts against it in the hint --------------------------------
 
 def test_node_growth_requeues_a_nominated_pod_its_own_hold_would_not_let_fit() -> None:
@@ -178,9 +195,36 @@ def test_node_growth_requeues_a_pod_that_a_lower_priority_nomination_would_not_l
     assert core.where("p") == UNSCHEDULABLE
 
     core.apply("MODIFIED", b.node("n", cpu="7", memory="8Gi"))
+    # the hint set `mid`'s hold aside for its look only: it is back, charged as before
+    assert set(core.scheduler.state.holds) == {b.uid_for("Pod", "default", "mid")}
+    assert core.scheduler.state.nodes["n"].requested["cpu"] == 6000
 
     retry = _of(core.later(BACKOFF_AT_MOST), "p")
     assert retry and retry[0].node == "n", f"p stays parked ({core.where('p')}) although it fits n now"
+
+
+def test_a_nomination_of_the_pods_own_priority_keeps_its_room_from_the_hint_and_the_attempt() -> None:
+    """As the test above, but `peer` has `mid`'s own priority (500): upstream's filters add the
+    nominated pods of priority >= the pod's (addGENominatedPods), so `mid`'s hold counts against
+    `peer` (`ClusterState.holds_below` is strictly below). `n` grown to 7 CPU holds `low`'s 4,
+    `mid`'s 2 and not `peer`'s 2: the NodeUpdate does not wake `peer`; `mid`, retried, lands on `n`."""
+    core = Core()
+    core.apply("ADDED", b.node("n", cpu="4", memory="8Gi"))
+    low = b.pod("low", requests={"cpu": "4"}, node_name="n", phase="Running", priority=LOW)
+    core.apply("ADDED", low)
+    core.apply("ADDED", b.pod("mid", requests={"cpu": "2"}, priority=500))
+    first = _of(core.run(), "mid")
+    assert first[0].nominated_node == "n" and [v.meta.name for v in first[0].preempted] == ["low"]
+    core.apply("MODIFIED", _terminating(low))
+    core.apply("ADDED", b.pod("peer", requests={"cpu": "2"}, priority=500, spec_extra={"preemptionPolicy": "Never"}))
+    parked = _of(core.run(), "peer")
+    assert parked and parked[0].node is None, parked
+
+    core.apply("MODIFIED", b.node("n", cpu="7", memory="8Gi"))
+
+    assert core.where("peer") == UNSCHEDULABLE
+    later = core.later(BACKOFF_AT_MOST)
+    assert [a.node for a in _of(later, "mid")] == ["n"] and all(a.node is None for a in _of(later, "peer")), later
 
 
 def test_node_growth_requeues_a_nominated_pod_its_own_hold_would_not_let_fit_once_its_victims_are_lifted() -> None:
