@@ -107,6 +107,8 @@ async def test_a_standby_says_when_it_takes_over_at_the_latest_if_the_holder_is_
                                    "at the latest in 19.4 s if A renews the Lease no more")
     clock.t += 10
     assert b.takes_over_within() == 9.4
+    clock.t += 20  # the record's lease ran out on B's clock: one retry's longest wait is all that is left
+    assert b.takes_over_within() == 4.4
 
 
 async def test_a_failed_attempt_says_what_failed_and_which_request() -> None:

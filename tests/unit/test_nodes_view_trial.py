@@ -32,6 +32,7 @@ from scheduler.sim import builders as b
 from scheduler.sim.snapshot import load
 from scheduler.view import model as m
 from scheduler.view.cluster import build_view, gpu_counts
+from scheduler.view.text import render_nodes
 from tests.helpers import NotFoundApi, config, fake_listing
 
 GPU = "nvidia.com/gpu"
@@ -65,6 +66,16 @@ def test_a_deleted_nodes_bound_pods_keep_their_gpus_shown_as_ghosts() -> None:
     assert (summary.gpus, summary.used, summary.free, summary.unavailable, summary.held_unavailable) == (6, 0, 4, 2, 2)
     # /metrics counts what the summary counts
     assert gpu_counts(core, now=0.0).states == {("", m.FREE): 4, ("", m.GHOST): 2}
+
+
+def test_a_node_known_by_its_devices_alone_is_not_read_as_deleted() -> None:
+    """A node no Node object names yet, with ExtendedResources and no pod bound (its agent ran
+    first): "Node deleted" is for pods left bound under a deleted Node, not for this one."""
+    core = _core([b.node("n1", gpus=4), b.device("early", 0)])
+    view = build_view(core, source="test", now=0.0)
+    early = next(node for node in view.nodes if node.name == "early")
+    assert not early.deleted and early.notes == ("no Node object: only its devices are known",), early.notes
+    assert "(Node deleted)" not in render_nodes(view)
 
 
 def test_a_class_pods_ghosts_and_a_plain_pod_on_a_deleted_node_read_as_node_deleted() -> None:
@@ -144,6 +155,25 @@ def test_explain_names_the_pod_whose_anti_affinity_blocks_the_node() -> None:
     assert x is not None and x.dry_run is not None
     assert [v.detail for v in x.dry_run.nodes] == [
         "node(s) didn't satisfy existing pods anti-affinity rules: default/db (on n1)"]
+
+
+def test_explain_names_the_pods_repelling_from_the_nodes_own_zone_only_in_name_order() -> None:
+    """A zone-wide anti-affinity term repels from every node of its pod's zone, judged by the
+    labels of the node that pod is on: `cache` (zone b) does not block zone a's nodes, and the
+    two blocking zone a are named by pod, not by node."""
+    anti = {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "zone"}]}}}
+    objs = [b.node("a1", gpus=4, labels={"zone": "a"}), b.node("a2", gpus=4, labels={"zone": "a"}),
+            b.node("b1", gpus=4, labels={"zone": "b"}),
+            b.pod("db", node_name="a1", phase="Running", spec_extra=anti),
+            b.pod("api", node_name="a2", phase="Running", spec_extra=anti),
+            b.pod("cache", node_name="b1", phase="Running", spec_extra=anti),
+            b.pod("w", labels={"app": "web"}, limits={GPU: 1})]
+    x = explaining.explain(objs, "default/w", config(), [], 0.0)
+    assert x is not None and x.dry_run is not None
+    zone_a = "node(s) didn't satisfy existing pods anti-affinity rules: default/api (on a2), default/db (on a1)"
+    assert {v.node: v.detail for v in x.dry_run.nodes} == {
+        "a1": zone_a, "a2": zone_a, "b1": "node(s) didn't satisfy existing pods anti-affinity rules: default/cache (on b1)"}
 
 
 # --- 4. what-if -f of an existing Deployment says how to ask about scaling ------------------------------

@@ -124,3 +124,17 @@ def test_a_podgroup_without_pods_whose_status_says_nothing_of_pods_is_left_alone
     for name, phase in (("new", ""), ("pending", "Pending"), ("done", "Finished"), ("failed", "Failed")):
         loop._on_event("ADDED", _with_status(b.podgroup(name, 2), phase=phase, running=1, succeeded=0, failed=0))
         assert _wished(loop, name) == []
+
+
+def test_a_podgroup_whose_pods_are_all_another_schedulers_is_left_alone_whatever_its_phase() -> None:
+    """The rule for a group with no pod left (`reports_status`) is for no pod at all: while pods
+    of another scheduler's name are there (a migration beside scheduler-plugins), its status is
+    that scheduler's controller's to write, even if it says `Scheduling` while they run."""
+    loop = _leader()
+    for i in range(2):
+        loop._on_event("ADDED", _member(f"theirs-{i}", "theirs", scheduler="scheduler-plugins-scheduler",
+                                        node_name="n", phase="Running"))
+    loop._on_event("ADDED", _with_status(b.podgroup("theirs", 2), phase="Scheduling", running=0, succeeded=0,
+                                         failed=0))
+    loop._on_event("MODIFIED", b.node("n", gpus=8))  # any later event
+    assert _wished(loop, "theirs") == []
