@@ -435,7 +435,6 @@ def _rows(facts: _Facts, info: NodeInfo, fence: str, ordered: bool = True) -> li
         if info.node is None:  # deleted under its pods: what they ask by count they hold until the PodGC deletes them
             bound = sum(n for _, n, nominated in _count_holders(state, info, resource) if not nominated)
             mine += [_Row(None, resource, "", m.GHOST, NODE_DELETED, counted) for counted in range(shown, bound)]
-            shown = max(shown, bound)
         room = max(0, allocatable[resource] - taken) if resource in allocatable else len(free)
         for row in free[room:]:
             count = allocatable[resource]
