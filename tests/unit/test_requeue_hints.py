@@ -90,10 +90,10 @@ def test_node_change_that_lets_a_preemptor_preempt_there_requeues_it(case: str) 
     !modifiedNode.Spec.Unschedulable` -> Queue), tainttoleration.isSchedulableAfterNodeChange
     (`wasUntolerated && !isUntolerated`), nodeaffinity.isSchedulableAfterNodeChange (unmatched ->
     matched), noderesources fit.go isSchedulableAfterNodeChange (`isFit` against an *empty*
-    NodeInfo of the new node, plus `haveAnyRequestedResourcesIncreased`). Tessera's hints for
-    these plugins are all `handle.fits_node` (runtime.py), which runs every filter against the
-    node with its current pods: NodeResourcesFit still says "Insufficient cpu", so the pod stays
-    parked until the 5-minute flush, although the room could be made now."""
+    NodeInfo of the new node, plus `haveAnyRequestedResourcesIncreased`). Before the fix Tessera's
+    hints for these plugins were all `handle.fits_node` (now `Handle.node_hint`), which ran every
+    filter against the node with its current pods: NodeResourcesFit still said "Insufficient cpu",
+    so the pod stayed parked until the 5-minute flush, although the room could be made now."""
     core = Core()
     core.apply("ADDED", _node(case, before=True))
     core.apply("ADDED", b.pod("low", requests={"cpu": "2" if case == "grown" else "4"}, node_name="n",
@@ -131,36 +131,20 @@ def test_a_node_change_that_would_let_a_never_preempting_pod_preempt_does_not_re
 
 # --- 2. the preemptor's own hold counts against it in the hint --------------------------------
 
-def test_node_growth_requeues_a_nominated_pod_its_own_hold_would_not_let_fit() -> None:
-    """`p` preempted `low` on `n` (4 CPU) and holds 2 CPU there while `low` terminates slowly.
-    Then `n` grows to 7 CPU: `low`'s 4 plus `p`'s 2 fit, and p's next attempt (which releases
-    its own hold first, cycle.py `release_hold(uid)` before `_attempt`) lands on `n`.
-
-    The NodeUpdate is not offered to p: `handle.fits_node` filters `n` with p's own hold still
-    charged on it (4 + 2 held + 2 asked > 7), so p stays parked until its victim is gone or the
-    5-minute flush. Upstream's fit hint checks the pod against the node's allocatable alone
-    (fit.go `isFit`: `framework.NewNodeInfo(); SetNode(node)`), and its filters never count a
-    pod's own nomination against it (addGENominatedPods skips `pod.UID`). The same check also
-    counted lower-priority holds that the attempt itself lifts (`ClusterState.holds_below`): 2b."""
+def _nominated_over_terminating_low(name: str, priority: int) -> Core:
+    """`n` (4 CPU) is full of `low` (4 CPU, priority 0); `name` (2 CPU, `priority`) preempted it:
+    it is nominated to `n` and holds 2 CPU there while `low` terminates (its eviction went out,
+    the victim is still there)."""
     core = Core()
     core.apply("ADDED", b.node("n", cpu="4", memory="8Gi"))
     low = b.pod("low", requests={"cpu": "4"}, node_name="n", phase="Running", priority=LOW)
     core.apply("ADDED", low)
-    core.apply("ADDED", b.pod("p", requests={"cpu": "2"}, priority=HIGH))
-    first = _of(core.run(), "p")
+    core.apply("ADDED", b.pod(name, requests={"cpu": "2"}, priority=priority))
+    first = _of(core.run(), name)
     assert first[0].nominated_node == "n" and [v.meta.name for v in first[0].preempted] == ["low"]
-    terminating = copy.deepcopy(low)
-    terminating["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:01Z"
-    core.apply("MODIFIED", terminating)  # the eviction went out; the victim is still there
-    assert core.where("p") == UNSCHEDULABLE
+    core.apply("MODIFIED", _terminating(low))
+    return core
 
-    core.apply("MODIFIED", b.node("n", cpu="7", memory="8Gi"))
-
-    retry = _of(core.later(BACKOFF_AT_MOST), "p")
-    assert retry and retry[0].node == "n", f"p stays parked ({core.where('p')}) although it fits n now"
-
-
-# --- 2b. holds the attempt lifts count against the pod in the hint -----------------------------
 
 def _terminating(obj: dict[str, Any]) -> dict[str, Any]:
     """The pod as the watch shows it once its eviction went out: still there, deleting."""
@@ -169,25 +153,41 @@ def _terminating(obj: dict[str, Any]) -> dict[str, Any]:
     return terminating
 
 
+def test_node_growth_requeues_a_nominated_pod_its_own_hold_would_not_let_fit() -> None:
+    """`p` preempted `low` on `n` (4 CPU) and holds 2 CPU there while `low` terminates slowly.
+    Then `n` grows to 7 CPU: `low`'s 4 plus `p`'s 2 fit, and p's next attempt (which sets its
+    own hold aside first, cycle.py `set_aside_hold(uid)` before `_attempt`) lands on `n`.
+
+    Before the fix the NodeUpdate was not offered to p: `handle.fits_node` filtered `n` with p's
+    own hold still charged on it (4 + 2 held + 2 asked > 7), so p stayed parked until its victim
+    was gone or the 5-minute flush. Upstream's fit hint checks the pod against the node's
+    allocatable alone (fit.go `isFit`: `framework.NewNodeInfo(); SetNode(node)`), and its filters
+    never count a pod's own nomination against it (addGENominatedPods skips `pod.UID`). The same
+    check also counted lower-priority holds that the attempt itself sets aside
+    (`ClusterState.holds_below`): 2b."""
+    core = _nominated_over_terminating_low("p", HIGH)
+    assert core.where("p") == UNSCHEDULABLE
+
+    core.apply("MODIFIED", b.node("n", cpu="7", memory="8Gi"))
+
+    retry = _of(core.later(BACKOFF_AT_MOST), "p")
+    assert retry and retry[0].node == "n", f"p stays parked ({core.where('p')}) although it fits n now"
+
+
+# --- 2b. holds the attempt sets aside count against the pod in the hint ------------------------
+
 def test_node_growth_requeues_a_pod_that_a_lower_priority_nomination_would_not_let_fit() -> None:
     """`mid` (priority 500) preempted `low` on `n` (4 CPU) and holds 2 CPU there while `low`
     terminates. `p` (priority 1000, preemptionPolicy Never, 2 CPU) is parked: `low`'s 4 CPU fill
-    `n`. Then `n` grows to 7 CPU: `low`'s 4 plus p's 2 fit, and p's attempt lifts `mid`'s
-    lower-priority hold (cycle.py, as upstream's filters add only nominated pods of priority >=
-    the pod's: RunFilterPluginsWithNominatedPods / addGENominatedPods), so p lands on `n`.
+    `n`. Then `n` grows to 7 CPU: `low`'s 4 plus p's 2 fit, and p's attempt sets `mid`'s
+    lower-priority hold aside (cycle.py, as upstream's filters add only nominated pods of priority
+    >= the pod's: RunFilterPluginsWithNominatedPods / addGENominatedPods), so p lands on `n`.
 
     Before the fix `handle.fits_node` filtered `n` with `mid`'s hold still charged (4 + 2 held +
     2 asked > 7), and p may not preempt, so the NodeUpdate was not offered to p: it stayed parked
     until `low` was gone or the 5-minute flush. Upstream's fit hint (fit.go
     isSchedulableAfterNodeChange: `isFit` against the new node's allocatable alone) queues it."""
-    core = Core()
-    core.apply("ADDED", b.node("n", cpu="4", memory="8Gi"))
-    low = b.pod("low", requests={"cpu": "4"}, node_name="n", phase="Running", priority=LOW)
-    core.apply("ADDED", low)
-    core.apply("ADDED", b.pod("mid", requests={"cpu": "2"}, priority=500))
-    first = _of(core.run(), "mid")
-    assert first[0].nominated_node == "n" and [v.meta.name for v in first[0].preempted] == ["low"]
-    core.apply("MODIFIED", _terminating(low))
+    core = _nominated_over_terminating_low("mid", 500)
     core.apply("ADDED", b.pod("p", requests={"cpu": "2"}, priority=HIGH,
                               spec_extra={"preemptionPolicy": "Never"}))
     parked = _of(core.run(), "p")
@@ -208,14 +208,7 @@ def test_a_nomination_of_the_pods_own_priority_keeps_its_room_from_the_hint_and_
     nominated pods of priority >= the pod's (addGENominatedPods), so `mid`'s hold counts against
     `peer` (`ClusterState.holds_below` is strictly below). `n` grown to 7 CPU holds `low`'s 4,
     `mid`'s 2 and not `peer`'s 2: the NodeUpdate does not wake `peer`; `mid`, retried, lands on `n`."""
-    core = Core()
-    core.apply("ADDED", b.node("n", cpu="4", memory="8Gi"))
-    low = b.pod("low", requests={"cpu": "4"}, node_name="n", phase="Running", priority=LOW)
-    core.apply("ADDED", low)
-    core.apply("ADDED", b.pod("mid", requests={"cpu": "2"}, priority=500))
-    first = _of(core.run(), "mid")
-    assert first[0].nominated_node == "n" and [v.meta.name for v in first[0].preempted] == ["low"]
-    core.apply("MODIFIED", _terminating(low))
+    core = _nominated_over_terminating_low("mid", 500)
     core.apply("ADDED", b.pod("peer", requests={"cpu": "2"}, priority=500, spec_extra={"preemptionPolicy": "Never"}))
     parked = _of(core.run(), "peer")
     assert parked and parked[0].node is None, parked
@@ -230,7 +223,7 @@ def test_a_nomination_of_the_pods_own_priority_keeps_its_room_from_the_hint_and_
 def test_node_growth_requeues_a_nominated_pod_its_own_hold_would_not_let_fit_once_its_victims_are_lifted() -> None:
     """`p` (2 CPU) preempted `low` (1 CPU) on `n` (4 CPU, 2 taken by `peer`, of p's priority) and
     holds 2 CPU there while `low` terminates. Then `n` grows to 5 CPU: `peer`'s 2, `low`'s 1 and
-    p's 2 fit, and p's attempt (which releases its own hold first) lands on `n`.
+    p's 2 fit, and p's attempt (which sets its own hold aside first) lands on `n`.
 
     Before the fix `handle.fits_node` kept p's own hold charged on `n` in both of its checks: as
     it is (2 + 1 + 2 held + 2 asked > 5) and with the lower-priority `low` lifted (2 + 2 held + 2
