@@ -19,8 +19,9 @@ where it would not fit even then, its requests alone (upstream counts a nominate
 fits or not). After a cycle, that also gives a nominated pod back the room a higher-priority
 placement took from its hold: upstream's nominator keeps such a pod where it was, and counts it
 against the pods of its priority or lower. The cycles then treat it as the hold its own
-preemption would have left: lifted for pods of a higher priority, dropped (and its nomination
-cleared) by a higher-priority preemption of the node, released for the pod's own attempt. The victims keep what they hold until they are gone:
+preemption would have left: set aside (`ClusterState.set_aside_hold`) for the attempts of pods of
+a higher priority and for the pod's own, dropped (and its nomination cleared) by a higher-priority
+preemption of the node. The victims keep what they hold until they are gone:
 the hold is counted beside them, never in their stead, so no device goes to two running pods.
 """
 

@@ -70,7 +70,7 @@ class NodeScore:
 
 def node_scores(scores: Mapping[str, Mapping[str, int]] | None, weights: Mapping[str, int]) -> tuple[NodeScore, ...]:
     """An attempt's scored nodes (`Attempt.scores`: per node, each plugin's normalised score and the
-    `total`, kept by a core run with explain) with each plugin's weight in the profile
+    `total`, kept by a core run with explain or breakdown) with each plugin's weight in the profile
     (`ProfileRuntime.weights`), the highest total first, then by name: the one reading of them
     that explain's node table and what-if's breakdown share, so both say a node's score alike."""
     return tuple(NodeScore(node, line.get("total", 0),

@@ -251,7 +251,7 @@ def repelled_by(state: ClusterState, pod: Pod, node: str) -> list[tuple[Pod, str
             other = state.pods.get(uid)
             if other is not None and uid != pod.uid and not pairs.isdisjoint(_matched(other.anti_affinity, pod, labels)):
                 found.append((other, other_node))
-    return sorted(found, key=lambda found: found[0].key)
+    return sorted(found, key=lambda pair: pair[0].key)
 
 
 def verdict(pod: Pod, counts: Counts, labels: Mapping[str, str]) -> Reasons | None:
