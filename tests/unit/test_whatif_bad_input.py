@@ -12,17 +12,14 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
 
-import orjson
 import pytest
 
-from scheduler.kube.http import Response
 from scheduler.kubectl import cli, whatif
 from scheduler.kubectl.probe_pods import MAX_PODS, ProbeError, read_probes
 from scheduler.kubectl.target import Target
 from scheduler.sim import builders as b
-from tests.helpers import BINPACK, config, fake_listing
+from tests.helpers import BINPACK, NotFoundApi, config, fake_listing
 
 C = "{name: m, image: x}"
 TEMPLATE = "template: {metadata: %s, spec: {schedulerName: tessera, containers: [%s]}}"
@@ -34,14 +31,9 @@ def _deployment(selector: str, meta: str = "{labels: {app: w}}", replicas: int |
             f"selector: {selector}, {TEMPLATE % (meta, C)}}}")
 
 
-class _Api:
-    async def request(self, method: str, path: str, **_: Any) -> Response:
-        return Response(404, orjson.dumps({"kind": "Status", "code": 404}))
-
-
 async def _what_if(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, text: str) -> int:
     (tmp_path / "f.yaml").write_text(text)
-    monkeypatch.setattr(cli, "_listing", fake_listing(_Api(), [b.node("big", gpus=8)]))
+    monkeypatch.setattr(cli, "_listing", fake_listing(NotFoundApi(), [b.node("big", gpus=8)]))
     args = cli.build_parser().parse_args(["what-if", "--config", BINPACK, "-f", str(tmp_path / "f.yaml"),
                                           "-o", "json"])
     return await cli._what_if(args, Target(None, None, "default"))

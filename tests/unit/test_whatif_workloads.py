@@ -15,12 +15,11 @@ import orjson
 import pytest
 import yaml
 
-from scheduler.kube.http import Response
 from scheduler.kubectl import cli
 from scheduler.kubectl.probe_pods import ProbeError, read_probes
 from scheduler.kubectl.target import Target
 from scheduler.sim import builders as b
-from tests.helpers import BINPACK, fake_listing
+from tests.helpers import BINPACK, NotFoundApi, fake_listing
 
 
 def _workload(kind: str, name: str, replicas: int | None, gpus: int = 1, labels: str = "{app: web}",
@@ -33,11 +32,6 @@ def _workload(kind: str, name: str, replicas: int | None, gpus: int = 1, labels:
             f"      containers:\n      - {{name: main, image: x, resources: {{limits: {{nvidia.com/gpu: {gpus}}}}}}}\n")
 
 
-class _Api:
-    async def request(self, method: str, path: str, **_: Any) -> Response:
-        return Response(404, orjson.dumps({"kind": "Status", "code": 404}))
-
-
 def _cluster() -> list[dict[str, Any]]:
     """An 8-GPU node with 1 in use and a 4-GPU node: 11 GPUs free."""
     return [b.node("big", gpus=8), b.node("small", gpus=4),
@@ -47,7 +41,7 @@ def _cluster() -> list[dict[str, Any]]:
 async def _what_if(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path, text: str,
                    *argv: str) -> dict[str, Any]:
     (tmp_path / "file.yaml").write_text(text)
-    monkeypatch.setattr(cli, "_listing", fake_listing(_Api(), _cluster()))
+    monkeypatch.setattr(cli, "_listing", fake_listing(NotFoundApi(), _cluster()))
     args = cli.build_parser().parse_args(["what-if", "--config", BINPACK, "-f", str(tmp_path / "file.yaml"),
                                           "-o", "json", *argv])
     assert await cli._what_if(args, Target(None, None, "team" if "-n" in argv else "default")) == 0
@@ -178,7 +172,7 @@ async def test_a_statefulset_gang_created_one_pod_at_a_time_is_warned_of(
     assert superscript == []
     # the command prints it on stderr, and still places the pods
     (tmp_path / "file.yaml").write_text(gang)
-    monkeypatch.setattr(cli, "_listing", fake_listing(_Api(), _cluster()))
+    monkeypatch.setattr(cli, "_listing", fake_listing(NotFoundApi(), _cluster()))
     args = cli.build_parser().parse_args(["what-if", "--config", BINPACK, "-f", str(tmp_path / "file.yaml")])
     assert await cli._what_if(args, Target(None, None, "default")) == 0
     out, err = capsys.readouterr()
