@@ -149,7 +149,7 @@ class Cycle:
 
         A nominated pod (its preemption made room there) tries its node first and takes it if it
         passes the filters, as upstream. Holds of lower-priority nominated pods do not bind this
-        pod: they are lifted for its attempt, and a hold on the node it takes is dropped."""
+        pod: they are set aside for its attempt, and a hold on the node it takes is dropped."""
         state = self.engine.state
         self._failed_searches.pop(pod.uid, None)  # an earlier attempt's (undone) search is stale
         self._domain_searches.pop(pod.uid, None)
@@ -163,7 +163,7 @@ class Cycle:
                            rejectors=frozenset({plugin}))
         if num_nodes == 0:
             return Attempt(pod, None, message=NO_NODES, rejectors=frozenset(p.name for p in runtime.filters))
-        lifted = state.set_aside_holds_below(state.competing_priority(pod)) if state.holds else {}  # holds are rare
+        aside = state.set_aside_holds_below(state.competing_priority(pod)) if state.holds else {}  # holds are rare
         taken: set[str] = set()
         try:
             info = state.nodes.get(nominated) if nominated else None
@@ -175,7 +175,7 @@ class Cycle:
             taken = {attempt.node} if attempt.node else set()
             return attempt
         finally:
-            self._put_back_holds(lifted, taken)
+            self._put_back_holds(aside, taken)
 
     def _pre_filter(self, runtime: ProfileRuntime, ctx: PodContext) -> Rejection | None:
         """One PreFilter run, timed as upstream's RunPreFilterPlugins: one extension point, its
@@ -205,9 +205,9 @@ class Cycle:
         timing.point("Reserve", "Success", runtime.profile.scheduler_name, started)
         return reservation
 
-    def _put_back_holds(self, lifted: dict[str, Hold], taken: set[str]) -> None:
-        """Holds on nodes this attempt took are gone (their pods will try again); the rest return."""
-        for uid, hold in lifted.items():
+    def _put_back_holds(self, aside: dict[str, Hold], taken: set[str]) -> None:
+        """Holds set aside whose nodes this attempt took are gone (their pods will try again); the rest return."""
+        for uid, hold in aside.items():
             if hold.node in taken:
                 self._displaced[uid] = hold
             else:
@@ -335,13 +335,13 @@ class Cycle:
             refused = self._refused_before_nodes(members, contexts)
             if refused is None:  # no domain helps a pod its PreFilter refuses: no plan for it
                 # the room is counted as the members' own attempts will find it: without the
-                # holds of lower-priority nominated pods, which those attempts lift
-                lifted = engine.state.set_aside_holds_below(engine.state.competing_priority(members[0])) \
+                # holds of lower-priority nominated pods, which those attempts set aside
+                aside = engine.state.set_aside_holds_below(engine.state.competing_priority(members[0])) \
                     if engine.state.holds else {}
                 try:
                     plan = runtime.placement.placements(view, contexts)
                 finally:
-                    self._put_back_holds(lifted, set())
+                    self._put_back_holds(aside, set())
         if refused is not None:
             attempts = refused
         elif plan is None:
@@ -599,7 +599,7 @@ class Cycle:
 
         nominated = {pod.uid: holds[pod.uid].node if pod.uid in holds else pod.nominated_node for pod in pods}
         priority = self.engine.state.competing_priority(pods[0])
-        lifted = self.engine.state.set_aside_holds_below(priority)
+        aside = self.engine.state.set_aside_holds_below(priority)
         chosen: set[str] = set()
         before = dict(self._displaced)
         timing = self.engine.timing
@@ -611,7 +611,7 @@ class Cycle:
         finally:  # upstream clears lower-priority nominations on the nodes a preemption chose
             timing.quiet -= 1
             self._give_back_displaced(before)  # the dry run's placements are undone
-            self._put_back_holds(lifted, chosen)
+            self._put_back_holds(aside, chosen)
         code: Code = "Success" if result.victims else "Unschedulable"  # upstream: Success names a node
         timing.alone(plugin.name, "PostFilter", code, runtime.profile.scheduler_name, started)
         attempts[0].preemption_tried = True  # one PostFilter run, for one pod or a whole gang
@@ -626,7 +626,7 @@ class Cycle:
             attempts[0].preempted = result.victims
             # upstream's prepareCandidate clears lower-priority nominations on the chosen nodes: such
             # a pod is nominated nowhere now, and its next try may preempt elsewhere at once
-            for displaced in self._lower_nominated(chosen, priority, lifted, {pod.uid for pod in pods}):
+            for displaced in self._lower_nominated(chosen, priority, aside, {pod.uid for pod in pods}):
                 displaced.nominated_node = ""
                 attempts[0].nominations_cleared.append(displaced)
             for attempt in attempts:
@@ -643,23 +643,23 @@ class Cycle:
             for uid, hold in holds.items():
                 state.hold(uid, hold.placement, hold.priority)
 
-    def _lower_nominated(self, nodes: set[str], priority: int, lifted: dict[str, Hold],
+    def _lower_nominated(self, nodes: set[str], priority: int, aside: dict[str, Hold],
                          preemptors: set[str]) -> list[Pod]:
         """upstream's getLowerPriorityNominatedPods for the chosen nodes: the pending pods below
-        `priority` whose hold there this preemption lifted, and those nominated there without a
+        `priority` whose hold there this preemption set aside, and those nominated there without a
         hold — whose hold a higher-priority placement took earlier in this cycle (it comes back
         after it: nominations.py), or a leader before this one nominated to a node that had no
         Node object then — as upstream's nominator knows every pod by its `status.nominatedNodeName`."""
         state = self.engine.state
-        found = [pod for uid, hold in lifted.items()
+        found = [pod for uid, hold in aside.items()
                  if hold.node in nodes and (pod := state.pods.get(uid)) is not None and uid not in state.holds]
         nominated = [pod for uid in state.pending if (pod := state.pods.get(uid)) is not None
-                     and pod.nominated_node in nodes and uid not in lifted and uid not in state.holds
+                     and pod.nominated_node in nodes and uid not in aside and uid not in state.holds
                      and uid not in preemptors and state.competing_priority(pod) < priority]
         return found + sorted(nominated, key=lambda pod: pod.uid)
 
     def _clear(self, attempts: list[Attempt], holds: dict[str, Hold]) -> None:
-        """The pods' nominations go (their holds are already released)."""
+        """The pods' nominations go (their holds, set aside or released, are not given back)."""
         for attempt in attempts:
             if attempt.pod.nominated_node or attempt.pod.uid in holds:
                 attempt.nominated_node = ""

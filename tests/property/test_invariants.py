@@ -933,7 +933,7 @@ REJECTED_UPDATE: tuple[Scenario, list[Corruption], list[GarbageEvent]] = (
 
 # Found by a random run (test model, not product). A nominated pod whose gang competes at a lower
 # priority (p4: priority 10, nominated to n0, gang pg9 with p6 at 0) holds room on n0 in a restarted
-# core; p1 (priority 10, also nominated there) lifts that hold and takes both GPUs. After the cycle
+# core; p1 (priority 10, also nominated there) sets that hold aside and takes both GPUs. After the cycle
 # `nominations.hold_nominated` gives p4 its hold back, charged whether it fits or not (as upstream's
 # nominator counts a nominated pod), so the node's core accounting reads 3 of 2 GPUs although only
 # p1 runs there. The core-view capacity check counted the hold as use; a hold is room kept for a

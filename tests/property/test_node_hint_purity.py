@@ -28,7 +28,7 @@ SHARED = "shared"  # a class of slices: holds and placements share its GPUs
 
 def snapshot(state: ClusterState) -> dict[str, Any]:
     """Everything a hint's look may touch that the cycle reads. Not the order of the holds or of
-    a device's holders: the cycle's own lift and put-back reorders them too, and nothing reads it."""
+    a device's holders: the cycle's own setting aside and putting back reorders them too, and nothing reads it."""
     ledger = state.ledger
     return {
         "holds": dict(state.holds),

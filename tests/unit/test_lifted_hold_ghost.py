@@ -1,7 +1,8 @@
-"""A scheduling attempt lifts the holds of lower-priority nominated pods for its look at the nodes
-(`Cycle._attempt`, as upstream's filters add only nominated pods of priority >= the pod's) and puts
-back those on nodes it did not take. A hold may be the last holder of a deleted ExtendedResource (a
-ghost: docs/operations.md, "counted until its holder ends"); the lift is no end of that hold, so the
+"""A scheduling attempt sets the holds of lower-priority nominated pods aside for its look at the
+nodes (`Cycle._attempt`, `ClusterState.set_aside_hold`, as upstream's filters add only nominated pods
+of priority >= the pod's) and puts back those on nodes it did not take. A hold may be the last holder
+of a deleted ExtendedResource (a ghost: docs/operations.md, "counted until its holder ends"); setting
+it aside is no end of that hold, so the
 ghost must still be the ledger's device when the hold comes back — never a charge on a device the
 ledger no longer knows.
 """
@@ -67,7 +68,7 @@ def _nominated_with_a_ghost(gang: bool = False, cfg: SchedulerConfig | None = No
 
 
 def _run_high(core: Scheduler, requests: dict[str, str]) -> list[Attempt]:
-    """`high` (priority 1000, preemptionPolicy Never) tries: its attempt lifts `mid`'s hold."""
+    """`high` (priority 1000, preemptionPolicy Never) tries: its attempt sets `mid`'s hold aside."""
     core.apply("ADDED", b.pod("high", requests=requests, priority=HIGH,
                               spec_extra={"preemptionPolicy": "Never"}), 0.0)
     attempts = core.schedule_next(0.0)
@@ -75,7 +76,7 @@ def _run_high(core: Scheduler, requests: dict[str, str]) -> list[Attempt]:
     return attempts
 
 
-def test_a_lifted_hold_put_back_still_holds_its_ghost() -> None:
+def test_a_hold_set_aside_and_put_back_still_holds_its_ghost() -> None:
     """`high` fits nowhere: `mid`'s hold comes back as it was, its ghost with it."""
     core, ghost = _nominated_with_a_ghost()
 
@@ -106,7 +107,7 @@ def test_a_nominated_pods_own_hold_put_back_still_holds_its_ghost(gang: bool) ->
 
 
 def test_a_hold_whose_node_a_higher_priority_pod_took_lets_its_ghost_go() -> None:
-    """`low` is gone and `high` (3 CPU) takes n once `mid`'s hold is lifted: that hold ends as
+    """`low` is gone and `high` (3 CPU) takes n once `mid`'s hold is set aside: that hold ends as
     the cycle does, and the ghost only it held goes with it (`mid` keeps its nomination, and room
     on n is held for it again: `nominations.hold_nominated`, by what it asks, not by that ghost)."""
     core, ghost = _nominated_with_a_ghost()
@@ -134,7 +135,7 @@ def test_a_nominated_pod_deleted_lets_the_ghost_only_its_hold_held_go() -> None:
     _assert_ledger_knows_its_devices(core)
 
 
-def test_a_hold_a_gangs_topology_plan_lifted_is_put_back_with_its_ghost() -> None:
+def test_a_hold_a_gangs_topology_plan_set_aside_is_put_back_with_its_ghost() -> None:
     """A gang of priority 1000 asking for one rack plans its domains without `mid`'s
     lower-priority hold (as its members' attempts will find the nodes), and fits no rack (each
     member asks 1000 CPU): the hold comes back as it was, its ghost with it."""

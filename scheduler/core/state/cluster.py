@@ -207,7 +207,7 @@ class ClusterState:
 
     def nominated_on(self, info: NodeInfo, skip: str = "") -> Iterator[str]:
         """As upstream's addGENominatedPods, the nominated preemptors holding room on the node
-        (the cycle lifts the holds of lower priority than the filtered pod's, and its own), but
+        (the cycle sets aside the holds of lower priority than the filtered pod's, and its own), but
         `skip`: a filter adds them while that node alone is filtered."""
         for uid in info.holders:
             if uid != skip and uid not in self.placements:
