@@ -32,7 +32,6 @@ from scheduler.view.text import duration
 
 GPU = "nvidia.com/gpu"  # counted as GPUs on nodes without ExtendedResources
 NO_NODE = "no Node object: no pod is placed on this node"  # why its free GPUs are fenced
-NODE_DELETED = "Node deleted"  # a node with pods bound to it but no Node object (`removed_by_podgc`)
 # a pending pod a PreEnqueue plugin keeps out of the queue (never attempted since): Kubernetes'
 # word for a pod held before scheduling; the message names the gate ("gated by Coscheduling: ...")
 SCHEDULING_GATED = "SchedulingGated"
@@ -200,7 +199,7 @@ def _node(facts: _Facts, info: NodeInfo, gate_waiters: list[str]) -> tuple[m.Nod
     if node is None and info.pods:
         bound = sorted(_key(state, uid) for uid in info.pods)
         one = len(bound) == 1
-        notes.append(f"{NODE_DELETED}: {', '.join(bound)} {'stays' if one else 'stay'} bound and "
+        notes.append(f"{m.NODE_DELETED}: {', '.join(bound)} {'stays' if one else 'stay'} bound and "
                      f"{'holds what it holds' if one else 'hold what they hold'} {removed_by_podgc(not one)}")
     elif node is None:
         notes.append("no Node object: only its devices are known")
@@ -434,7 +433,7 @@ def _rows(facts: _Facts, info: NodeInfo, fence: str, ordered: bool = True) -> li
                 shown += 1
         if info.node is None:  # deleted under its pods: what they ask by count they hold until the PodGC deletes them
             bound = sum(n for _, n, nominated in _count_holders(state, info, resource) if not nominated)
-            mine += [_Row(None, resource, "", m.GHOST, NODE_DELETED, counted) for counted in range(shown, bound)]
+            mine += [_Row(None, resource, "", m.GHOST, m.NODE_DELETED, counted) for counted in range(shown, bound)]
         room = max(0, allocatable[resource] - taken) if resource in allocatable else len(free)
         for row in free[room:]:
             count = allocatable[resource]

@@ -41,6 +41,10 @@ def held_unavailable(gpu: GpuView) -> bool:
     """A GPU that takes no new work while pods still hold it (unhealthy, cordoned or a ghost)."""
     return gpu.state in UNAVAILABLE and bool(gpu.holders)
 
+# a node whose pods are bound to it but whose Node object is gone (`NodeView.deleted`): its label's
+# mark in the nodes table, its note's and its ghost rows' reason
+NODE_DELETED = "Node deleted"
+
 # how a holder holds its GPU
 BOUND = "bound"  # bound, its devices handed out (or no node agent involved)
 ALLOCATING = "allocating"  # bound, the node agent has not handed its devices out yet (it holds the gate)

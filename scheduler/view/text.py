@@ -86,7 +86,7 @@ def render_nodes(view: m.ClusterView, wide: bool = False) -> str:
     rows: list[list[str | None]] = [["NODE", "GPU", "MODEL", "MEMORY", *where, "STATE", "USE", "PODS", "REASON"]]
     notes: list[str] = []
     for node in view.nodes:
-        label = node.name + (" (cordoned)" if node.cordoned else " (Node deleted)" if node.deleted else "")
+        label = node.name + (" (cordoned)" if node.cordoned else f" ({m.NODE_DELETED})" if node.deleted else "")
         if not node.gpus:
             rows.append([label, *[""] * (len(rows[0]) - 1)])
         for i, gpu in enumerate(node.gpus):
