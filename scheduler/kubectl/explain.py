@@ -713,7 +713,7 @@ def _dry_run(objects: Sequence[dict[str, Any]], pods: frozenset[str], key: str, 
             weights = core.profiles[attempt.pod.scheduler_name].weights()
             verdicts = [NodeVerdict(scored.node, True, score_sum(scored.total, scored.scores), scored.scores)
                         for scored in node_scores(attempt.scores, weights)]
-            verdicts += [NodeVerdict(node, False, _named(core.state, attempt.pod, node, reason))
+            verdicts += [NodeVerdict(node, False, _naming_blockers(core.state, attempt.pod, node, reason))
                          for node, reason in sorted((attempt.filtered or {}).items())]
             # a gang's victims ride on its first member's attempt; every member is nominated
             victims = attempt.preempted or [victim for other in attempts for victim in other.preempted]
@@ -727,7 +727,7 @@ def _dry_run(objects: Sequence[dict[str, Any]], pods: frozenset[str], key: str, 
     return DryRun("", gated, False, (), ()) if gated is not None else None
 
 
-def _named(state: ClusterState, pod: Pod, node: str, reason: str) -> str:
+def _naming_blockers(state: ClusterState, pod: Pod, node: str, reason: str) -> str:
     """A filter's reason for `node` with what it leaves unnamed (upstream's wording, which the
     pod's status keeps): the taint the pod does not tolerate, the pods whose anti-affinity keeps it
     off. Only explain's node table says them: the on-call reader's next question is which."""
