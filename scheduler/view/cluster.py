@@ -32,6 +32,9 @@ from scheduler.view.text import duration
 
 GPU = "nvidia.com/gpu"  # counted as GPUs on nodes without ExtendedResources
 NO_NODE = "no Node object: no pod is placed on this node"  # why its free GPUs are fenced
+# a node that advertises GPUs before any node agent published them (a new node, an agent not yet
+# running): its GPUs are free to plain count requests, a class pod finds none of its class there
+UNDESCRIBED = f"no ExtendedResource describes this node's GPUs yet: only plain {GPU} pods can use them"
 # a pending pod a PreEnqueue plugin keeps out of the queue (never attempted since): Kubernetes'
 # word for a pod held before scheduling; the message names the gate ("gated by Coscheduling: ...")
 SCHEDULING_GATED = "SchedulingGated"
@@ -203,6 +206,8 @@ def _node(facts: _Facts, info: NodeInfo, gate_waiters: list[str]) -> tuple[m.Nod
                      f"{'holds what it holds' if one else 'hold what they hold'} {removed_by_podgc(not one)}")
     elif node is None:
         notes.append("no Node object: only its devices are known")
+    if undescribed(state, info):
+        notes.append(UNDESCRIBED)
     if facts.gate_holds(info):
         for uid, resources in sorted(info.allocating.items(), key=lambda item: _key(state, item[0])):
             if uid not in facts.held:
@@ -253,6 +258,16 @@ def _node(facts: _Facts, info: NodeInfo, gate_waiters: list[str]) -> tuple[m.Nod
         notes=tuple(notes),
     )
     return view, counts
+
+
+def undescribed(state: ClusterState, info: NodeInfo) -> bool:
+    """The node allocates GPUs, no ExtendedResource describes any, and a ResourceClass exists
+    (`UNDESCRIBED`): its rows read free with MODEL `-`, and count for the most free on one node
+    (plain pods fit there), so the node's note, and explain's row for a class pod rejected there,
+    say why a class pod does not. Without a class there is no class pod to explain: a cluster of
+    plain count requests alone (no node agent) gets no note on every node."""
+    return (info.node is not None and not info.devices and info.node.allocatable.get(GPU, 0) > 0
+            and bool(state.classes.classes))
 
 
 def removed_by_podgc(plural: bool) -> str:

@@ -1,0 +1,83 @@
+"""`kubectl tessera nodes` / `explain` / `/metrics` as a user re-trial read them (session 58).
+
+1. A Node advertising `nvidia.com/gpu: 8` with no ExtendedResource yet showed 8 `free` rows with
+   MODEL `-` and no note, and made "most free on one node", while a class pod got `Insufficient
+   class.tessera.dev/t4` there with no word why.
+
+Each test failed before its fix.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from scheduler.core.scheduler import Scheduler
+from scheduler.kubectl import cli
+from scheduler.kubectl import explain as explaining
+from scheduler.kubectl.target import Target
+from scheduler.sim import builders as b
+from scheduler.sim.snapshot import load
+from scheduler.view.cluster import build_view
+from tests.helpers import NotFoundApi, config, fake_listing
+
+UNDESCRIBED = "no ExtendedResource describes this node's GPUs yet: only plain nvidia.com/gpu pods can use them"
+T4 = "class.tessera.dev/t4"
+
+
+def _core(objs: list[dict[str, Any]]) -> Scheduler:
+    core = Scheduler(config())
+    load(core, objs, 0.0)
+    return core
+
+
+# --- 1. a node whose GPUs no ExtendedResource describes yet ----------------------------------------
+
+
+def _fresh_node() -> list[dict[str, Any]]:
+    """t4-node-009 advertises 8 GPUs, no agent has published them; t4-node-001's 2 are described."""
+    return [b.node("t4-node-009", gpus=8), b.node("t4-node-001", gpus=2),
+            b.device("t4-node-001", 0, model="T4", memory="16Gi"), b.device("t4-node-001", 1, model="T4", memory="16Gi"),
+            b.resource_class("t4", match_labels={"model": "T4"})]
+
+
+def test_a_node_whose_gpus_no_extended_resource_describes_says_so() -> None:
+    view = build_view(_core(_fresh_node()), source="test", now=0.0)
+    nodes = {node.name: node for node in view.nodes}
+    assert UNDESCRIBED in nodes["t4-node-009"].notes, nodes["t4-node-009"].notes
+    assert not any("ExtendedResource" in note for note in nodes["t4-node-001"].notes), nodes["t4-node-001"].notes
+    # its GPUs fit plain pods: they stay free, and count for the biggest single-node job
+    assert nodes["t4-node-009"].gpus_free == 8
+    assert (view.summary.largest_free, view.summary.largest_free_node) == (8, "t4-node-009")
+
+
+def test_no_note_on_a_node_without_gpus_nor_where_no_class_exists() -> None:
+    """Without a ResourceClass no class pod can ask: a cluster of plain count requests alone (no
+    node agent) would read the note on every node."""
+    view = build_view(_core([b.node("cpu-only"), b.node("plain", gpus=8)]), source="test", now=0.0)
+    assert [node.notes for node in view.nodes] == [(), ()]
+    with_class = build_view(_core([b.node("cpu-only"), b.resource_class("t4", match_labels={"model": "T4"})]),
+                            source="test", now=0.0)
+    assert with_class.nodes[0].notes == ()
+
+
+async def test_nodes_prints_the_note(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(cli, "_listing", fake_listing(NotFoundApi(), _fresh_node()))
+    assert await cli._nodes(cli.build_parser().parse_args(["nodes"]), Target(None, None, "default")) == 0
+    assert f"t4-node-009: {UNDESCRIBED}" in capsys.readouterr().out
+
+
+def test_explain_says_why_a_class_pod_is_insufficient_on_such_a_node() -> None:
+    objs = [*_fresh_node(), b.pod("w", limits={T4: 4})]
+    x = explaining.explain(objs, "default/w", config(), [], 0.0)
+    assert x is not None and x.dry_run is not None
+    details = {v.node: v.detail for v in x.dry_run.nodes}
+    assert details["t4-node-009"] == f"Insufficient {T4}: {UNDESCRIBED}", details
+
+
+def test_explain_of_a_plain_pod_rejected_there_adds_nothing() -> None:
+    objs = [b.node("n", gpus=2), b.pod("w", limits={"nvidia.com/gpu": 4})]
+    x = explaining.explain(objs, "default/w", config(), [], 0.0)
+    assert x is not None and x.dry_run is not None
+    assert [v.detail for v in x.dry_run.nodes] == ["Insufficient nvidia.com/gpu"]
