@@ -670,7 +670,11 @@ def _device_gpu(facts: _Facts, device: Device, index: int, status: str, fenced: 
             reason = (f"its ExtendedResource now names resourceName {moved.resource_name}; held by "
                       f"{', '.join(claimants)} as {device.resource_name} until released")
     elif unavailable and holders:  # held anyway: a grant naming it, or its holders from before it changed
-        what = "no ExtendedResource describes it any more" if unavailable == m.GHOST else unavailable
+        info = state.nodes[device.node_name]
+        # on a Node deleted under its pods the Node is the cause (its ExtendedResources go with it),
+        # as its plain pods' ghost rows say (`_rows`)
+        what = (unavailable if unavailable != m.GHOST else
+                m.NODE_DELETED if info.node is None and info.pods else "no ExtendedResource describes it any more")
         reason = f"{what}, still held by {', '.join(claimants)}"
     elif unavailable == m.CORDONED and device.duplicate:
         info = state.nodes[device.node_name]

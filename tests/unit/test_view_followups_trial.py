@@ -3,6 +3,8 @@
 1. A Node advertising `nvidia.com/gpu: 8` with no ExtendedResource yet showed 8 `free` rows with
    MODEL `-` and no note, and made "most free on one node", while a class pod got `Insufficient
    class.tessera.dev/t4` there with no word why.
+2. On a deleted Node, a class pod's ghost read "no ExtendedResource describes it any more" beside
+   the plain pod's "Node deleted": one cause, one REASON.
 
 Each test failed before its fix.
 """
@@ -13,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from scheduler.core import annotations as ann
 from scheduler.core.scheduler import Scheduler
 from scheduler.kubectl import cli
 from scheduler.kubectl import explain as explaining
@@ -81,3 +84,43 @@ def test_explain_of_a_plain_pod_rejected_there_adds_nothing() -> None:
     x = explaining.explain(objs, "default/w", config(), [], 0.0)
     assert x is not None and x.dry_run is not None
     assert [v.detail for v in x.dry_run.nodes] == ["Insufficient nvidia.com/gpu"]
+
+
+# --- 2. a class pod's ghost on a deleted Node ------------------------------------------------
+
+
+def _deleted_node() -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
+    """t4-node-009 (its device and Node), class pod `c` holding the device, plain pod `p` 1 GPU."""
+    device = b.device("t4-node-009", 0, model="T4", memory="16Gi")
+    grant = ann.encode_devices({"main": {T4: (ann.DeviceGrant(device["spec"]["deviceID"], device["metadata"]["name"], None),)}})
+    node = b.node("t4-node-009", gpus=2)
+    pods = [b.resource_class("t4", match_labels={"model": "T4"}),
+            b.pod("c", node_name="t4-node-009", phase="Running", limits={T4: 1},
+                  annotations={ann.DEVICES: grant, ann.PHASE: ann.PHASE_ALLOCATED}),
+            b.pod("p", node_name="t4-node-009", phase="Running", limits={"nvidia.com/gpu": 1})]
+    return node, device, pods
+
+
+def _leader() -> Scheduler:
+    """The leader's core: it saw the device and the Node, then both deleted (the Node first, its
+    ExtendedResource by the garbage collector after it)."""
+    node, device, pods = _deleted_node()
+    core = _core([node, device, *pods])
+    core.apply("DELETED", node, 1.0)
+    core.apply("DELETED", device, 1.0)
+    return core
+
+
+def _listed() -> Scheduler:
+    """`kubectl tessera`'s core: a listing after both were deleted."""
+    _, _, pods = _deleted_node()
+    return _core(pods)
+
+
+@pytest.mark.parametrize("core", [_leader, _listed], ids=["leader", "listing"])
+def test_a_class_ghost_on_a_deleted_node_reads_node_deleted(core: Any) -> None:
+    view = build_view(core(), source="test", now=1.0)
+    [gone] = view.nodes
+    assert gone.deleted
+    assert sorted(gpu.reason for gpu in gone.gpus) == ["Node deleted, still held by default/c",
+                                                        "Node deleted, still held by default/p"], gone.gpus
