@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from scheduler.api.quantity import Amount, format_quantity
 from scheduler.core.annotations import DEVICES
 from scheduler.core.capacity import ClusterTotals, and_never_fits
+from scheduler.core.classes import ResourceClass
 from scheduler.core.framework.attempt import Attempt
 from scheduler.core.objects import Device, gang_name
 from scheduler.core.plugins.coscheduling import group_status, waiting_message
@@ -428,8 +429,7 @@ def _rows(facts: _Facts, info: NodeInfo, fence: str, ordered: bool = True) -> li
         # no object describes these: their model is unknown (shown `-`), whatever the node's
         # other devices or labels say
         mine += [_Row(None, resource, "", m.FREE) for _ in range(unknown - len(parked))]
-        mine += [_Row(device, resource, _described(state, device).attributes.get("model", ""), _device_state(facts, device))
-                 for device in own]
+        mine += [_Row(device, resource, _model(state, device), _device_state(facts, device)) for device in own]
         shown = 0
         free: list[_Row] = []
         for row in mine:
@@ -490,6 +490,32 @@ def _described(state: ClusterState, device: Device) -> Device:
     if device.attributes or device.capacity:
         return device
     return state.ledger.moved.get(device.name, device)
+
+
+def _model(state: ClusterState, device: Device) -> str:
+    """A device's model as its row shows it and the summary and `tessera_devices_by_model` count
+    it: what the object that describes it says (`_described`); for a ghost no object describes
+    (known from its holders' annotations alone: a listing after its ExtendedResource went, where
+    the leader that saw it still knows its model), the one model the classes its holders were
+    granted it under select (`model: T4`), when they agree; "" (shown `-`) otherwise."""
+    described = _described(state, device)
+    if described.attributes or described.capacity:
+        return described.attributes.get("model", "")
+    use = state.ledger.use.get(device.name)
+    holders = (state.pods.get(uid) for uid in (*use.exclusive, *use.shared)) if use is not None else ()
+    granted = {resource for pod in holders if pod is not None for assignment in (pod.devices, pod.held_devices)
+               for by_resource in (assignment or {}).values() for resource, grants in by_resource.items()
+               if any(grant.device == device.name for grant in grants)}
+    models = {_selected_model(state.classes.by_resource.get(resource)) for resource in granted}
+    return models.pop() if len(models) == 1 else ""
+
+
+def _selected_model(cls: ResourceClass | None) -> str:
+    """The one model a class selects (`matchLabels: {model: T4}`, or `model In (T4)`), "" when it
+    selects none or several."""
+    values = [req.values[0] for req in (cls.requirements if cls is not None else ())
+              if req.key == "model" and req.operator == "In" and len(req.values) == 1]
+    return values[0] if len(set(values)) == 1 else ""
 
 
 def _held(state: ClusterState, device: Device | None) -> bool:
@@ -716,7 +742,7 @@ def _device_gpu(facts: _Facts, device: Device, index: int, status: str, fenced: 
     described = _described(state, device)
     memory = described.capacity.get("memory")
     return _placed(m.GpuView(index, device.name, device.device_id, device.resource_name,
-                             described.attributes.get("model", ""), format_quantity(memory) if memory is not None else "",
+                             _model(state, device), format_quantity(memory) if memory is not None else "",
                              status, fill, used, holders, reason), described)
 
 

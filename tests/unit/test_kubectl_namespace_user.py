@@ -336,8 +336,9 @@ async def test_gpus_pods_annotations_name_are_in_use_not_ghosts_while_extended_r
     """A trial: a user who may list nodes and pods but not ExtendedResources read the class pod's
     GPUs as `ghost ... no ExtendedResource describes it any more, still held by ml/cls` and the
     summary `0 in use ... 2 unavailable (2 of them still held by pods)`: the objects exist, the user
-    cannot read them. The GPUs are in use as the annotations say (whole, or slices), their model and
-    memory unknown; the summary counts them as the admin's does."""
+    cannot read them. The GPUs are in use as the annotations say (whole, or slices), their memory
+    unknown, their model the one their holders' classes select; the summary counts them as the
+    admin's does."""
     admin = await _list(_held_by_annotations())
     assert admin.unread == {}
     seen = listed_view(config(BINPACK), admin.objects, 0.0)
@@ -351,9 +352,9 @@ async def test_gpus_pods_annotations_name_are_in_use_not_ghosts_while_extended_r
     assert sorted((gpu.state, tuple(h.pod for h in gpu.holders), gpu.model, gpu.memory, gpu.reason)
                   for gpu in node.gpus) == [
         ("counted", ("ml/plain",), "", "", ""),
-        ("slices", ("ml/sl",), "", "", ""),
-        ("whole", ("ml/cls",), "", "", ""),
-        ("whole", ("ml/cls",), "", "", "")]
+        ("slices", ("ml/sl",), "V100", "", ""),
+        ("whole", ("ml/cls",), "V100", "", ""),
+        ("whole", ("ml/cls",), "V100", "", "")]
     assert next(gpu.used for gpu in node.gpus if gpu.state == "slices") == "4Gi/?"  # its capacity is unknown
     assert (node.gpus_used, node.gpus_free, node.gpus_unavailable, node.gpus_total) == (4, 0, 0, 4)
     assert view.summary == seen.summary

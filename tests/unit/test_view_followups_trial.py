@@ -5,6 +5,8 @@
    class.tessera.dev/t4` there with no word why.
 2. On a deleted Node, a class pod's ghost read "no ExtendedResource describes it any more" beside
    the plain pod's "Node deleted": one cause, one REASON.
+3. That class ghost was `tessera_devices_by_model{model="T4"}` on the leader's /metrics while
+   `kubectl tessera nodes` (a fresh listing: the object is gone) showed MODEL `-`.
 
 Each test failed before its fix.
 """
@@ -22,7 +24,8 @@ from scheduler.kubectl import explain as explaining
 from scheduler.kubectl.target import Target
 from scheduler.sim import builders as b
 from scheduler.sim.snapshot import load
-from scheduler.view.cluster import build_view
+from scheduler.view import model as m
+from scheduler.view.cluster import build_view, gpu_counts
 from tests.helpers import NotFoundApi, config, fake_listing
 
 UNDESCRIBED = "no ExtendedResource describes this node's GPUs yet: only plain nvidia.com/gpu pods can use them"
@@ -86,7 +89,7 @@ def test_explain_of_a_plain_pod_rejected_there_adds_nothing() -> None:
     assert [v.detail for v in x.dry_run.nodes] == ["Insufficient nvidia.com/gpu"]
 
 
-# --- 2. a class pod's ghost on a deleted Node ------------------------------------------------
+# --- 2. and 3. a class pod's ghost on a deleted Node ------------------------------------------------
 
 
 def _deleted_node() -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
@@ -124,3 +127,11 @@ def test_a_class_ghost_on_a_deleted_node_reads_node_deleted(core: Any) -> None:
     assert gone.deleted
     assert sorted(gpu.reason for gpu in gone.gpus) == ["Node deleted, still held by default/c",
                                                         "Node deleted, still held by default/p"], gone.gpus
+
+
+@pytest.mark.parametrize("core", [_leader, _listed], ids=["leader", "listing"])
+def test_the_view_and_the_metric_name_a_class_ghosts_model_alike(core: Any) -> None:
+    scheduler = core()
+    [gone] = build_view(scheduler, source="test", now=1.0).nodes
+    assert sorted((gpu.model, gpu.state) for gpu in gone.gpus) == [("", m.GHOST), ("T4", m.GHOST)], gone.gpus
+    assert gpu_counts(scheduler, now=1.0).states == {("T4", m.GHOST): 1, ("", m.GHOST): 1}
