@@ -339,6 +339,21 @@ class LeaderElector:
         left = max(0.0, self._observed_time + self._observed.lease_duration_seconds - self._clock())
         return round(left + self.retry_period * (1 + JITTER_FACTOR), 1)
 
+    def unrenewed_for(self) -> float | None:
+        """How long the holder's record has gone unrenewed: its renewTime read against this
+        replica's wall clock (None without a readable renewTime). For a standby's log line only,
+        beside `takes_over_within`: a replica that first sees a dead holder's record (started after
+        a `kill -9`) has seen it unchanged for no time at all on its observation clock (what
+        `leader.acquired`'s `unrenewed_for_seconds` counts), while renewTime says how stale it is
+        already. Hosts' clocks differ, so no decision reads it (`_lease_valid` does not)."""
+        try:
+            renewed = datetime.fromisoformat(self._observed.renew_time or "")
+        except ValueError:
+            return None
+        if renewed.tzinfo is None:
+            return None
+        return max(0.0, round((self._wall_clock() - renewed).total_seconds(), 1))
+
     def check(self, max_tolerable_expired: float = 20.0) -> bool:
         """client-go `Check` (kube-scheduler's healthz watchdog uses 20 s): False when we lead but
         have not renewed for longer than the lease duration plus the tolerance, i.e. the renew

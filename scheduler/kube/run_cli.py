@@ -183,6 +183,10 @@ async def _run(args: argparse.Namespace, config: SchedulerConfig, http: KubeHttp
         assert elector is not None  # asked by the elector's own callback
         return elector.takes_over_within()
 
+    def unrenewed_for() -> float | None:
+        assert elector is not None  # asked by the elector's own callback
+        return elector.unrenewed_for()
+
     if election.leader_elect:
         elector = LeaderElector(http, namespace=election.resource_namespace, name=election.resource_name,
                                 identity=identity, lease_duration=election.lease_duration_seconds,
@@ -191,7 +195,7 @@ async def _run(args: argparse.Namespace, config: SchedulerConfig, http: KubeHttp
                                 on_started_leading=started, on_stopped_leading=stopped,
                                 on_resumed=resumed,
                                 on_new_leader=standing_by(identity, f"{election.resource_namespace}/{election.resource_name}",
-                                                          takes_over_within))
+                                                          takes_over_within, unrenewed_for))
     else:
         metrics.set_leader(True)
 
@@ -346,18 +350,24 @@ async def _before_start(waiting: ApiserverWait, http: KubeHttp, kubeconfig: str 
     return 2
 
 
-def standing_by(identity: str, lease: str, takes_over_within: Callable[[], float]) -> Callable[[str], None]:
+def standing_by(identity: str, lease: str, takes_over_within: Callable[[], float],
+                unrenewed_for: Callable[[], float | None]) -> Callable[[str], None]:
     """The elector's `on_new_leader`: a standby says once per leader that it stands by, and for
     whom (a new user's trial found a second replica that logged only `leader.observed … me: false`
-    and then "scheduling starts (if leading)"), and when it takes over at the latest should that
+    and then "scheduling starts (if leading)"), when it takes over at the latest should that
     leader renew the Lease no more (`LeaderElector.takes_over_within`: a replica restarted after
-    `kill -9` was silent for ~15 s, its log naming the dead holder as leader)."""
+    `kill -9` was silent for ~15 s, its log naming the dead holder as leader), and how long the
+    leader's record has gone unrenewed by this host's clock (`LeaderElector.unrenewed_for`, in
+    `leader.acquired`'s field name: a re-trial read the dead holder's line as a live leader's)."""
     def said(holder: str) -> None:
         if holder and holder != identity:
             within = takes_over_within()
+            unrenewed = unrenewed_for()
+            stale = f" (its Lease unrenewed for {unrenewed:g} s by this host's clock)" if unrenewed is not None else ""
             log.info("leader.standing_by", holder=holder, lease=lease, takes_over_within_seconds=within,
-                     message=f"{holder} leads: this replica keeps its cache warm and schedules only if it takes "
-                             f"over, at the latest in {within:g} s if {holder} renews the Lease no more")
+                     unrenewed_for_seconds=unrenewed,
+                     message=f"{holder} leads{stale}: this replica keeps its cache warm and schedules only if it "
+                             f"takes over, at the latest in {within:g} s if {holder} renews the Lease no more")
     return said
 
 

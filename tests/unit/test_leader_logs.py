@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from collections.abc import MutableMapping
+from datetime import datetime, timezone
 from typing import Any
 
 import anyio
@@ -19,8 +20,10 @@ LEASE_PATH = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/tessera
 
 def _elector(server: LeaseServer, who: str, clock: Clock) -> LeaderElector:
     elector = LeaderElector(server.client(who), namespace="kube-system", name="tessera", identity=who,  # type: ignore[arg-type]
-                            clock=clock, lease_duration=15.0, renew_deadline=10.0, retry_period=2.0,
-                            on_new_leader=standing_by(who, "kube-system/tessera", lambda: elector.takes_over_within()))
+                            clock=clock, wall_clock=lambda: datetime.fromtimestamp(clock.t, timezone.utc),
+                            lease_duration=15.0, renew_deadline=10.0, retry_period=2.0,
+                            on_new_leader=standing_by(who, "kube-system/tessera", lambda: elector.takes_over_within(),
+                                                      lambda: elector.unrenewed_for()))
     return elector
 
 
@@ -103,8 +106,9 @@ async def test_a_standby_says_when_it_takes_over_at_the_latest_if_the_holder_is_
         b._report_transition()
     [standing] = _events(logs, "leader.standing_by")
     assert standing["holder"] == "A" and standing["takes_over_within_seconds"] == 19.4
-    assert standing["message"] == ("A leads: this replica keeps its cache warm and schedules only if it takes over, "
-                                   "at the latest in 19.4 s if A renews the Lease no more")
+    assert standing["message"] == ("A leads (its Lease unrenewed for 3 s by this host's clock): this replica keeps its "
+                                   "cache warm and schedules only if it takes over, at the latest in 19.4 s if A renews "
+                                   "the Lease no more")
     clock.t += 10
     assert b.takes_over_within() == 9.4
     clock.t += 20  # the record's lease ran out on B's clock: one retry's longest wait is all that is left
@@ -308,3 +312,30 @@ async def test_a_leader_meeting_its_identity_in_a_record_it_did_not_write_says_s
         await a._renew()
     assert _lost_reason(logs) == ("the Lease names this replica's identity in a record this process did not write "
                                   "(see leader.identity_in_use)")
+
+
+async def test_a_standby_says_how_long_the_holders_record_has_gone_unrenewed() -> None:
+    """A re-trial: after `kill -9` of the leader, a replica started 3.1 s later said `A leads: ...`,
+    naming the dead holder as leading with no word that its record had not been renewed since.
+    It says how long, by the record's renewTime on this replica's clock, in `leader.acquired`'s
+    field name (the observation clock has seen the record for no time at all then); a record
+    without a readable renewTime leaves it out."""
+    clock, server = Clock(), LeaseServer()
+    a, b = _elector(server, "A", clock), _elector(server, "B", clock)
+    await a._acquire()
+    a._start_leading()
+    clock.t += 3.1  # A renews no more (kill -9); B starts 3.1 s later and sees A's record
+    with structlog.testing.capture_logs() as logs:
+        assert not await b._try_acquire_or_renew()
+        b._report_transition()
+    [standing] = _events(logs, "leader.standing_by")
+    assert standing["unrenewed_for_seconds"] == 3.1 and standing["takes_over_within_seconds"] == 19.4
+    assert standing["message"].startswith("A leads (its Lease unrenewed for 3.1 s by this host's clock): ")
+    assert server.lease is not None
+    server.lease["spec"]["renewTime"] = None
+    c = _elector(server, "C", clock)
+    with structlog.testing.capture_logs() as logs:
+        assert not await c._try_acquire_or_renew()
+        c._report_transition()
+    [standing] = _events(logs, "leader.standing_by")
+    assert standing["unrenewed_for_seconds"] is None and standing["message"].startswith("A leads: this replica")

@@ -174,7 +174,7 @@ def test_a_standby_says_whom_it_stands_by_for() -> None:
 
     from scheduler.kube.run_cli import standing_by
 
-    said = standing_by("me", "kube-system/tessera", lambda: 19.4)
+    said = standing_by("me", "kube-system/tessera", lambda: 19.4, lambda: None)  # no readable renewTime
     with capture_logs() as logs:
         for holder in ("replica-a", "me", ""):
             said(holder)
