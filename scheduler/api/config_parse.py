@@ -382,14 +382,44 @@ def _framework_counts(profile: Profile, plugins: _ProfilePlugins, path: str) -> 
     plugin, and its bind point (`_ProfilePlugins.bind_plugins`) one at least. Validation's count
     (`_one_queue_sort`) sees only what the file writes at queueSort: `enabled: [Coscheduling]`
     beside multiPoint's PrioritySort passes it and fails here, as does a point with none left;
-    `multiPoint: {disabled: ["*"]}` must enable DefaultBinder again as well as PrioritySort."""
+    `multiPoint: {disabled: ["*"]}` must enable DefaultBinder again as well as PrioritySort.
+    Upstream's sentence comes first, verbatim; `_queue_sort_fix` then says why and what to write."""
     name = json.dumps(profile.scheduler_name)
     if len(profile.queue_sort) != 1:
         raise BuildError(child(path, "plugins.queueSort"), f"only one queue sort plugin required for profile "
-                                                           f"with scheduler name {name}, but got {len(profile.queue_sort)}")
+                                                           f"with scheduler name {name}, but got {len(profile.queue_sort)}; "
+                                                           f"({_queue_sort_fix(profile.queue_sort, plugins, legacy=not path)})")
     if not plugins.bind_plugins():
         raise BuildError(child(path, "plugins.bind"),
                          f"at least one bind plugin is needed for profile with scheduler name {name}")
+
+
+def _queue_sort_fix(held: tuple[str, ...], plugins: _ProfilePlugins, *, legacy: bool) -> str:
+    """What a queueSort point that is not one plugin holds, where each came from and the fix: a
+    new user who enabled Coscheduling read upstream's "but got 2" and could not see the other one,
+    multiPoint's default PrioritySort. The plugin to keep is the last one the file enabled; the
+    others are disabled at queueSort, or all of multiPoint's with "*" when the kept one is enabled
+    at queueSort itself (for one enabled at multiPoint, "*" would drop it too)."""
+    if not held:
+        first, *rest = _QUEUE_SORT_PLUGINS
+        return (f"the point holds none: enable {first} (or {', '.join(rest)}) again at queueSort, "
+                f"e.g. enabled: [{{name: {first}}}]")
+    at_point = {p.name for p in plugins.queue_sort.enabled}
+    at_multi = {p.name for p in plugins.multi_point.enabled}
+
+    def origin(plugin: str) -> str:
+        if plugin in at_point:
+            return "enabled at queueSort"
+        if plugin in at_multi:
+            return "enabled at multiPoint"
+        return "from the defaults" if legacy else "from multiPoint's defaults"
+
+    keep = next((p for p in reversed(held) if p in at_point | at_multi), held[-1])
+    drop = [p for p in held if p != keep]
+    fix = f"disable {' and '.join(drop)} at queueSort, e.g. disabled: [{', '.join(f'{{name: {p}}}' for p in drop)}]"
+    if keep in at_point:
+        fix += ', or disabled: ["*"]'
+    return f"the point holds {' and '.join(f'{p} ({origin(p)})' for p in held)}: {fix}"
 
 
 def _one_queue_sort(raw: object) -> None:

@@ -72,7 +72,8 @@ def test_the_queue_sort_count_comes_before_the_bind_count() -> None:
     """NewFramework checks the queue sort count first: `multiPoint: {disabled: ["*"]}` gets it alone."""
     assert _error({"schedulerName": "a", "plugins": {"multiPoint": {"disabled": [ALL]}}}) == (
         'cfg.yaml: profiles[0].plugins.queueSort: only one queue sort plugin required for profile with '
-        'scheduler name "a", but got 0')
+        'scheduler name "a", but got 0; (the point holds none: enable PrioritySort (or Coscheduling) again at '
+        'queueSort, e.g. enabled: [{name: PrioritySort}])')
 
 
 def test_profiles_are_built_in_order_and_the_first_failure_alone_is_reported() -> None:

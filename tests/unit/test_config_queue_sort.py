@@ -144,24 +144,32 @@ def test_the_same_queue_sort_plugin_twice_is_refused_by_the_count_alone() -> Non
                       "plugins": {"queueSort": twice}}, "cfg.yaml")
 
 
-def _count_error(name: str, got: int, i: int = 0) -> str:
+def _count_error(name: str, got: int, fix: str, i: int = 0) -> str:
     """kube-scheduler v1.36's framework build (NewFramework: `len(f.queueSortPlugins) != 1`), as
-    the pinned binary words it; upstream's older "only one queue sort plugin can be enabled" and
-    "no queue sort plugin is enabled" are gone."""
+    the pinned binary words it (upstream's older "only one queue sort plugin can be enabled" and
+    "no queue sort plugin is enabled" are gone), then what the point holds and how to fix it."""
     return (f'cfg.yaml: profiles[{i}].plugins.queueSort: only one queue sort plugin required for profile '
-            f'with scheduler name "{name}", but got {got}')
+            f'with scheduler name "{name}", but got {got}; ({fix})')
 
 
-@pytest.mark.parametrize("plugins", [
-    {"queueSort": {"enabled": [{"name": "Coscheduling"}]}},   # beside multiPoint's PrioritySort
-    {"multiPoint": {"enabled": [{"name": "Coscheduling"}]}},  # the same two, from multiPoint
+_NONE_FIX = "the point holds none: enable PrioritySort (or Coscheduling) again at queueSort, e.g. enabled: [{name: PrioritySort}]"
+
+
+@pytest.mark.parametrize(("plugins", "fix"), [
+    ({"queueSort": {"enabled": [{"name": "Coscheduling"}]}},   # beside multiPoint's PrioritySort
+     "the point holds PrioritySort (from multiPoint's defaults) and Coscheduling (enabled at queueSort): disable "
+     'PrioritySort at queueSort, e.g. disabled: [{name: PrioritySort}], or disabled: ["*"]'),
+    ({"multiPoint": {"enabled": [{"name": "Coscheduling"}]}},  # the same two, from multiPoint: "*" would drop both
+     "the point holds PrioritySort (from multiPoint's defaults) and Coscheduling (enabled at multiPoint): disable "
+     "PrioritySort at queueSort, e.g. disabled: [{name: PrioritySort}]"),
 ])
 def test_a_profile_whose_queue_sort_expands_to_two_plugins_is_refused_as_upstreams_framework(
-        plugins: dict[str, Any]) -> None:
+        plugins: dict[str, Any], fix: str) -> None:
     """A review: Tessera loaded profiles whose queueSort point expands (expandMultiPointPlugins) to
     [PrioritySort, Coscheduling], which kube-scheduler's framework build refuses; validation's count
-    sees one written plugin and passes."""
-    assert _error({"schedulerName": "gangs", "plugins": plugins}) == _count_error("gangs", 2)
+    sees one written plugin and passes. A new user read upstream's sentence alone and could not
+    tell where the second plugin came from: it now names both and the fix."""
+    assert _error({"schedulerName": "gangs", "plugins": plugins}) == _count_error("gangs", 2, fix)
 
 
 @pytest.mark.parametrize("plugins", [
@@ -170,14 +178,14 @@ def test_a_profile_whose_queue_sort_expands_to_two_plugins_is_refused_as_upstrea
     {"multiPoint": {"disabled": [{"name": "*"}], "enabled": [{"name": "TesseraDevices"}]}},
 ])
 def test_a_profile_with_no_queue_sort_is_refused_as_upstreams_framework(plugins: dict[str, Any]) -> None:
-    assert _error({"schedulerName": "a", "plugins": plugins}) == _count_error("a", 0)
+    assert _error({"schedulerName": "a", "plugins": plugins}) == _count_error("a", 0, _NONE_FIX)
 
 
 def test_the_framework_is_built_profile_by_profile_and_stops_at_the_first_that_fails() -> None:
     """Every profile alike passes validateCommonQueueSort; the first profile's framework fails."""
     off = {"queueSort": {"disabled": [{"name": "*"}]}}
     assert _error({"schedulerName": "a", "plugins": off}, {"schedulerName": "b", "plugins": off}) == \
-        _count_error("a", 0)
+        _count_error("a", 0, _NONE_FIX)
 
 
 def test_a_validation_error_is_reported_without_the_framework_errors_upstream_never_reaches() -> None:
@@ -211,5 +219,6 @@ def test_a_v1alpha1_file_keeps_one_queue_sort_plugin_too() -> None:
         parse_config({**legacy, "plugins": {"queueSort": {"enabled": [{"name": "Coscheduling"}]}}}, "cfg.yaml")
     assert (info.value.field, str(info.value)) == ("plugins.queueSort", (
         'cfg.yaml: plugins.queueSort: only one queue sort plugin required for profile with scheduler name '
-        '"tessera", but got 2'))
+        '"tessera", but got 2; (the point holds PrioritySort (from the defaults) and Coscheduling (enabled at '
+        'queueSort): disable PrioritySort at queueSort, e.g. disabled: [{name: PrioritySort}], or disabled: ["*"])'))
     parse_config({**legacy, "plugins": {"queueSort": GANG_SORT}}, "cfg.yaml")
