@@ -26,6 +26,7 @@ import structlog
 from scheduler.api.config import SchedulerConfig, load_config_or_report
 from scheduler.api.config_effective import config_digest, configz
 from scheduler.build_info import build_info
+from scheduler.core.plugins.registry import gpu_scoring_notices
 from scheduler.core.framework.attempt import Attempt
 from scheduler.kube.apiserver_wait import ApiserverWait
 from scheduler.kube.binder import BindResult
@@ -108,6 +109,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if clashes:
         log.warning("tessera.replacing_kube_scheduler", config=config.source, clashes=list(clashes))
+    for profile, notice in gpu_scoring_notices(config).items():
+        log.warning("config.profile_scores_no_gpus", config=config.source, profile=profile, message=notice)
     try:
         return anyio.run(_main, args, config, backend="asyncio",
                          backend_options={"use_uvloop": args.event_loop == "uvloop"})

@@ -8,6 +8,7 @@ from typing import Any
 
 from scheduler.api.config import load_config_or_report
 from scheduler.closed_pipe import reader_gone
+from scheduler.core.plugins.registry import gpu_scoring_notices
 from scheduler.sim.report import run_simulation
 
 
@@ -48,6 +49,8 @@ def _simulate(args: argparse.Namespace) -> int:
     for clash in config.kube_scheduler_clashes():  # harmless offline; said because this is how a file is checked
         print(f"tessera: warning: {config.source}: {clash}; `tessera run` refuses this unless "
               "--replace-default-scheduler", file=sys.stderr)
+    for notice in gpu_scoring_notices(config).values():
+        print(f"tessera: warning: {config.source}: {notice}", file=sys.stderr)
     try:
         return run_simulation(args.events, config, explain=args.explain, output=args.output, seed=args.seed,
                               summary=args.summary)

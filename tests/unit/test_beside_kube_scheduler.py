@@ -43,6 +43,11 @@ def _raw(**fields: Any) -> dict[str, Any]:
 
 
 def _file(tmp_path: Path, **fields: Any) -> str:
+    """A file whose profiles (one, `tessera`, unless `profiles` is given) score GPUs: a profile
+    that does not is said at start-up too (test_gpu_scoring_notice.py), which is not this file's
+    matter."""
+    packing = {"plugins": {"score": {"enabled": [{"name": "TesseraFragmentation"}]}}}
+    fields["profiles"] = [{**packing, **profile} for profile in fields.get("profiles", [{}])]
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(_raw(**fields)))
     return str(path)

@@ -19,7 +19,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
-from scheduler.api.config_model import Profile
+from scheduler.api.config_model import Profile, SchedulerConfig
 from scheduler.api.config_reader import ArgsReader
 from scheduler.core.framework.handle import Handle
 from scheduler.core.framework.interface import (
@@ -59,6 +59,7 @@ from scheduler.core.plugins.interpod_affinity import InterPodAffinity
 from scheduler.core.plugins import pod_topology_spread
 from scheduler.core.plugins.pod_topology_spread import PodTopologySpread
 from scheduler.core.plugins.priority_sort import PrioritySort
+from scheduler.core.state.nodes import COUNTED_GPU
 
 
 class NoArgs(BaseModel):
@@ -92,12 +93,22 @@ class LegacyForm:
 
 
 @dataclass(frozen=True, slots=True)
+class GpuScore:
+    """A score plugin that says where GPU pods go (`gpu_scoring_notices`): with which args
+    (`applies`), as `condition` words it for the user."""
+
+    applies: Callable[[BaseModel], bool] = lambda args: True
+    condition: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class PluginSpec:
     kind: type[Plugin]
     build: Callable[[Handle, BaseModel], Plugin]  # (handle, the plugin's args or their defaults)
     default_weight: int | None = None  # score weight in the default profile; None: not scored by default
     args: ArgsSpec | None = None
     legacy: LegacyForm | None = None
+    gpu_score: GpuScore | None = None  # its score places GPU pods (for a whole GPU, not a class's slice)
 
     @property
     def name(self) -> str:
@@ -154,7 +165,9 @@ REGISTRY: tuple[PluginSpec, ...] = (
                LegacyForm(enable=tuple(fit_args.LEGACY_STRATEGIES),
                           disable=tuple(fit_args.LEGACY_STRATEGIES) + fit_args.LEGACY_PRIORITIES,
                           args_name=fit_args.LEGACY_ARGS_NAME, parse_args=fit_args.parse_legacy_args,
-                          resolve=fit_args.resolve_legacy)),
+                          resolve=fit_args.resolve_legacy),
+               GpuScore(lambda args: isinstance(args, fit_args.ScoringStrategy) and args.scores_gpus,
+                        f"with {COUNTED_GPU} in its scoringStrategy.resources")),
     PluginSpec(Coscheduling, _with(Coscheduling, coscheduling.CoschedulingArgs),
                args=ArgsSpec(coscheduling.CoschedulingArgs, coscheduling.parse_args, coscheduling.ARGS_FIELDS,
                              coscheduling.ARGS_IGNORED)),
@@ -167,11 +180,12 @@ REGISTRY: tuple[PluginSpec, ...] = (
                ArgsSpec(interpod_affinity.InterPodAffinityArgs, interpod_affinity.parse_args, interpod_affinity.FIELDS)),
     PluginSpec(TesseraFragmentation, _with(TesseraFragmentation, fragmentation_args.FragmentationArgs),
                args=ArgsSpec(fragmentation_args.FragmentationArgs, fragmentation_args.parse_args,
-                             fragmentation_args.FIELDS)),
+                             fragmentation_args.FIELDS), gpu_score=GpuScore()),
     PluginSpec(DefaultPreemption, _with(DefaultPreemption, preemption_args.PreemptionArgs),
                args=ArgsSpec(preemption_args.PreemptionArgs, preemption_args.parse_args, preemption_args.FIELDS)),
     PluginSpec(gpu_packing.TesseraGpuPacking, _with(gpu_packing.TesseraGpuPacking, gpu_packing.GpuPackingArgs),
-               args=ArgsSpec(gpu_packing.GpuPackingArgs, gpu_packing.parse_args, gpu_packing.FIELDS)),
+               args=ArgsSpec(gpu_packing.GpuPackingArgs, gpu_packing.parse_args, gpu_packing.FIELDS),
+               gpu_score=GpuScore()),
     PluginSpec(DefaultBinder, lambda handle, args: DefaultBinder()),  # a name only: Tessera binds (kube/binder.py)
 )
 BY_NAME: Mapping[str, PluginSpec] = {spec.name: spec for spec in REGISTRY}
@@ -184,6 +198,24 @@ def enabled_in(profile: Profile) -> tuple[PluginSpec, ...]:
     has args a pluginConfig entry."""
     return tuple(spec for spec in REGISTRY if spec.built_for(profile)
                  and (profile.preemption or not issubclass(spec.kind, PostFilterPlugin)))
+
+
+def gpu_scoring_notices(config: SchedulerConfig) -> dict[str, str]:
+    """By scheduler name, one line per profile none of whose scores places GPU pods, for `tessera run`'s log and
+    `tessera simulate`'s stderr. Why: a `--config` file starts from kube-scheduler's defaults
+    (NodeResourcesFit on cpu and memory, no TesseraFragmentation), so a file written only to
+    change, say, the queue order lost the built-in GPU packing without a word (`make demo` split
+    its 4-GPU job 3/1)."""
+    scoring = [spec for spec in REGISTRY if spec.gpu_score is not None]
+    named = ", ".join(f"{spec.name} {spec.gpu_score.condition}".rstrip() for spec in scoring if spec.gpu_score)
+    return {
+        profile.scheduler_name: f'profile "{profile.scheduler_name}" scores no GPUs: no plugin in it scores GPU placement ({named}); GPU '
+        "pods will be placed as the CPU/memory scores say (a --config file starts from kube-scheduler's "
+        "defaults, not the built-in profile): see docs/configuration.md, 'To keep the built-in packing'"
+        for profile in config.profiles
+        if not any(spec.name in profile.score_weights and spec.gpu_score is not None
+                   and spec.gpu_score.applies(profile.plugin_args.get(spec.name, spec.default_args()))
+                   for spec in scoring)}
 
 
 def args_of(profile: Profile, model: type[A]) -> A:

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from scheduler.api.config_reader import ArgsReader, Checks, forbidden, go_int, invalid, required, type_name, unsupported
 from scheduler.core.resources import PODS
+from scheduler.core.state.nodes import COUNTED_GPU
 
 ScoringType = Literal["LeastAllocated", "MostAllocated", "RequestedToCapacityRatio"]
 SCORING_TYPES: tuple[ScoringType, ...] = ("LeastAllocated", "MostAllocated", "RequestedToCapacityRatio")
@@ -51,6 +52,12 @@ class ScoringStrategy(_Frozen):
         """The resources a score can count: upstream never scores `pods` (a node's pod count is
         not among its scalar resources, so it always reads as zero allocatable and is skipped)."""
         return tuple(resource for resource in self.resources if resource.name != PODS)
+
+    @property
+    def scores_gpus(self) -> bool:
+        """Does the score count GPUs (so it says where a GPU pod goes)? Upstream's default counts
+        cpu and memory only."""
+        return any(resource.name == COUNTED_GPU for resource in self.scored)
 
     @model_validator(mode="after")
     def _shape_matches_type(self) -> ScoringStrategy:
