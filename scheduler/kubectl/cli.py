@@ -135,7 +135,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="place these pods instead (Pods, Deployments, ReplicaSets, StatefulSets, Jobs, Kubeflow "
                            "training jobs, Lists, PodGroups; objects of kinds that make no pods, such as "
                            "PersistentVolumeClaims, StorageClasses, Services and ConfigMaps, are skipped with a note; "
-                           "- for stdin; repeat -f for several files), not created: "
+                           "PriorityClasses are not taken: apply them first (kubectl apply -f ...), then give "
+                           "what-if the rest; - for stdin; repeat -f for several files), not created: "
                            "where they would go if created now, behind the pods already pending")
     _installed(what)  # its Lease says who schedules the pending pods now (the Leader: line)
     what.set_defaults(func=_what_if)

@@ -345,7 +345,12 @@ def _completed(obj: Any, where: str, namespace: str, namespace_flag: str | None,
         group["metadata"] = {**meta, "name": _name(meta, where), "namespace": ns, "uid": str(uuid.uuid4()),
                              "creationTimestamp": created}
         return [group]
-    raise ProbeError(f"{where} is a {kind or 'object without a kind'}: what-if -f takes {TAKEN}")
+    # a bundle's PriorityClasses (deploy/examples/preemption-batch.yaml): its pods' priorities are
+    # the cluster's classes' (`resolve_priorities`), so the fix is to create them, not to skip them
+    fix = ("; apply the PriorityClasses first (kubectl apply -f ...), then give what-if the rest, e.g. a file "
+           "without them (the pods' priorities are read from the cluster's PriorityClasses)"
+           if kind == "PriorityClass" else "")
+    raise ProbeError(f"{where} is a {kind or 'object without a kind'}: what-if -f takes {TAKEN}{fix}")
 
 
 def _namespace(meta: Mapping[str, Any], where: str, namespace: str, namespace_flag: str | None) -> str:

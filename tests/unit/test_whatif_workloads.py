@@ -235,3 +235,19 @@ def test_a_kubeflow_training_job_becomes_its_replicas_pods() -> None:
                                          "template"):
         read_probes("apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata: {name: ddp}\n"
                     "spec: {pytorchReplicaSpecs: {Worker: {replicas: 2}}}\n", "f", "team", None, 0)
+
+
+def test_a_priority_class_is_an_error_that_says_to_apply_it_first(capsys: pytest.CaptureFixture[str]) -> None:
+    """A new user's trial: `what-if -f deploy/examples/preemption-batch.yaml` (two PriorityClasses
+    before the Job) read only that a PriorityClass is not taken, not what to do; `--help` did not
+    say so either."""
+    text = "apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: p}\nvalue: 100\n"
+    with pytest.raises(ProbeError) as info:
+        read_probes(text, "f", "default", None, 0)
+    assert str(info.value).startswith("f: object 1 is a PriorityClass: what-if -f takes Pods, Deployments, ")
+    assert str(info.value).endswith(
+        "Lists of them and PodGroups; apply the PriorityClasses first (kubectl apply -f ...), then give what-if the "
+        "rest, e.g. a file without them (the pods' priorities are read from the cluster's PriorityClasses)")
+    with pytest.raises(SystemExit):
+        cli.build_parser().parse_args(["what-if", "--help"])
+    assert "PriorityClasses are not taken: apply them first" in " ".join(capsys.readouterr().out.split())
