@@ -37,7 +37,7 @@ from scheduler.kubectl.installed import DEFAULT_NAMESPACE, DRY_RUN_FALLBACK, Cho
 from scheduler.kubectl.leadership import UNKNOWN, Leadership, leadership
 from scheduler.kubectl.other_profile import pending_left_out
 from scheduler.kubectl.output import FORMATS, dump
-from scheduler.kubectl.reference import (BadReference, Reference, chosen_note, not_found, not_found_hint,
+from scheduler.kubectl.reference import (PODGROUP_TYPES, BadReference, Reference, chosen_note, not_found, not_found_hint,
                                          podgroup_resource, read_as_namespace, reference, workload_pods)
 from scheduler.kubectl.target import Target, resolve, user_name
 from scheduler.kubectl.unread import nodes_view, podgroup_kind
@@ -327,9 +327,26 @@ async def _explain(args: argparse.Namespace, target: Target) -> int:
     finally:
         await http.api.close()
     if result is None:
-        raise CommandError(not_found(replace(ref, name=name, kind=None)) + not_found_hint(args.pod, exists))
+        raise CommandError(not_found(replace(ref, name=name, kind=None)) + not_found_hint(args.pod, exists)
+                           + _podgroup_instead(ref, listing.objects, target))
     _print(explaining.as_dict(result), lambda: explaining.render(result, now), args.output)
     return 0
+
+
+def _podgroup_instead(ref: Reference, objects: list[dict[str, Any]], target: Target) -> str:
+    """For a pod `ref` not found: the command for a PodGroup of that name, if the listing (which
+    holds the PodGroups already: no request more) has one. A new user's `explain short` read
+    kubectl's not-found line alone while PodGroup short existed."""
+    if ref.kind is not None:
+        return ""
+    apis = [api for api in PODGROUP_TYPES["podgroup"]
+            if explaining_group.podgroup_object(objects, ref.namespace, ref.name, api) is not None]
+    if not apis:
+        return ""
+    flag = f" -n {ref.namespace}" if ref.namespace != target.namespace else ""
+    # in both APIs `podgroup/NAME` is ambiguous (`_explain_group`): name each
+    names = [f"podgroup/{ref.name}"] if len(apis) == 1 else [f"{podgroup_resource(api)}/{ref.name}" for api in apis]
+    return f"; a PodGroup {ref.name} exists: " + " or ".join(f"kubectl tessera explain{flag} {n}" for n in names)
 
 
 async def _explain_group(args: argparse.Namespace, target: Target, ref: Reference) -> int:

@@ -197,3 +197,21 @@ def test_a_workload_api_podgroups_minimum_is_named_by_its_own_field(tmp_path: Pa
     assert out.splitlines()[1:3] == [
         "Invalid:   the scheduler cannot read it: PodGroup.spec.schedulingPolicy.gang.minCount: Invalid value: 0: "
         "must be greater than or equal to 1", "MinCount:  -"], out
+
+
+def test_a_missing_pod_named_as_a_podgroup_points_at_the_podgroup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """A new user's trial: `explain short` where only PodGroup short exists read kubectl's
+    not-found line alone. The listing already holds the PodGroups: no request more."""
+    status, _, err = _run(tmp_path, monkeypatch, capsys, _pytorch_job(), "pt")
+    assert (status, err) == (1, 'error: pods "pt" not found in namespace "default"; a PodGroup pt exists: '
+                                "kubectl tessera explain podgroup/pt\n")
+    # in another namespace than the context's, the command keeps it
+    group = b.podgroup("pt", 3)
+    group["metadata"]["namespace"] = "research"
+    status, _, err = _run(tmp_path, monkeypatch, capsys, [b.node("n1", gpus=8), group], "research/pt")
+    assert (status, err) == (1, 'error: pods "pt" not found in namespace "research"; a PodGroup pt exists: '
+                                "kubectl tessera explain -n research podgroup/pt\n")
+    # no PodGroup of that name: kubectl's words alone
+    status, _, err = _run(tmp_path, monkeypatch, capsys, _pytorch_job(), "ptx")
+    assert (status, err) == (1, 'error: pods "ptx" not found in namespace "default"\n')
