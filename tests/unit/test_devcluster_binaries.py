@@ -4,6 +4,7 @@ on the shared build's lock, though it never runs helm."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -75,3 +76,21 @@ def test_an_unknown_name_is_refused_naming_the_known_ones(tmp_path: Path, monkey
     with pytest.raises(ValueError, match="unknown binary 'kubelet'"):
         binaries.find_binaries(needed=("kubelet",))
     assert built == []
+
+
+@pytest.mark.parametrize(("returncode", "said"), [
+    (-15, "was killed by SIGTERM"),
+    (-2, "was killed by SIGINT"),
+    (2, "failed with exit status 2"),
+])
+def test_a_failed_build_names_the_signal_that_stopped_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, returncode: int, said: str) -> None:
+    """An interrupted build said `failed with exit status -15`: subprocess's negative code is a signal."""
+    script = tmp_path / "build-control-plane.sh"
+    script.write_text("#!/bin/sh\n")
+    monkeypatch.setattr(binaries, "build_script", lambda: script)
+    monkeypatch.setattr(binaries.shutil, "which", lambda name: "/usr/bin/go")
+    monkeypatch.setattr(binaries.subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, returncode, b"", None))
+    with pytest.raises(binaries.BinariesNotFound) as raised:
+        binaries._run_build(None)
+    assert str(raised.value) == f"{script} {said}"

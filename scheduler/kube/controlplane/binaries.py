@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -91,6 +92,16 @@ def _from_dir(directory: Path, wanted: Iterable[str]) -> ControlPlaneBinaries | 
     )
 
 
+def _how_it_ended(returncode: int) -> str:
+    """subprocess reports a signal as a negative code: an interrupted build read `exit status -15`."""
+    if returncode < 0:
+        try:
+            return f"was killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"was killed by signal {-returncode}"
+    return f"failed with exit status {returncode}"
+
+
 def _run_build(log: IO[bytes] | None) -> Path:
     script = build_script()
     if not script.is_file():
@@ -106,7 +117,7 @@ def _run_build(log: IO[bytes] | None) -> Path:
         check=False,
     )
     if proc.returncode != 0:
-        raise BinariesNotFound(f"{script} failed with exit status {proc.returncode}")
+        raise BinariesNotFound(f"{script} {_how_it_ended(proc.returncode)}")
     lines = proc.stdout.decode().strip().splitlines()
     if not lines:
         raise BinariesNotFound(f"{script} printed no binary directory")
