@@ -12,6 +12,9 @@ from datetime import datetime
 from scheduler.view import model as m
 
 GAP = "   "
+# under `nodes`' table when a row is `counted`: the pod's name on a GPU row reads as that device's
+# assignment, though a plain count request names no device (the view fills the first free rows)
+COUNTED_FOOTNOTE = "counted: plain nvidia.com/gpu requests; the device plugin on the node picks which GPUs"
 _TERMINAL = str.maketrans({"\x1b": "^[", "\r": "\\r"})
 
 
@@ -85,6 +88,7 @@ def render_nodes(view: m.ClusterView, wide: bool = False) -> str:
     where = ["NUMA", "NVLINK"] if wide else []
     rows: list[list[str | None]] = [["NODE", "GPU", "MODEL", "MEMORY", *where, "STATE", "USE", "PODS", "REASON"]]
     notes: list[str] = []
+    any_counted = False
     for node in view.nodes:
         label = node.name + (" (cordoned)" if node.cordoned else f" ({m.NODE_DELETED})" if node.deleted else "")
         if not node.gpus:
@@ -94,6 +98,7 @@ def render_nodes(view: m.ClusterView, wide: bool = False) -> str:
             # the state the summary and tessera_devices count it in: a free GPU of a cordoned node is cordoned
             state = m.counted_as(gpu.state, node.cordoned)
             reason = gpu.reason or ("node cordoned" if state != gpu.state else "")
+            any_counted |= state == m.COUNTED
             if node.agent_silent_for is not None:  # every GPU of it: their health is the agent's last word
                 silent = f"node agent silent {duration(node.agent_silent_for)}"
                 reason = f"{reason}; {silent}" if reason else silent
@@ -103,6 +108,8 @@ def render_nodes(view: m.ClusterView, wide: bool = False) -> str:
         if node.taints:  # as the page: its free GPUs are free only to pods that tolerate these
             notes.append(f"{node.name}: taints: {', '.join(node.taints)}")
     parts = [columns(rows) if view.nodes else "No nodes."]
+    if any_counted:
+        parts.append(COUNTED_FOOTNOTE)
     if notes:
         parts.append("\n".join(notes))
     parts.append(view.summary.line())

@@ -31,7 +31,7 @@ from scheduler.view.reasons import wait_reason, wait_reasons
 from scheduler.kubectl.target import resolve
 from scheduler.sim import builders as b
 from scheduler.view import model as m
-from scheduler.view.text import age, columns, render_nodes
+from scheduler.view.text import COUNTED_FOOTNOTE, age, columns, render_nodes
 
 from tests.helpers import BINPACK, SPREAD, TOO_FEW_WHY, budget_protected_cluster, config
 
@@ -77,6 +77,18 @@ def test_a_tainted_node_is_noted_under_the_table() -> None:
     tainted = replace(view.nodes[0], taints=("dedicated=team-a:NoSchedule",))
     text = render_nodes(replace(view, nodes=(tainted, view.nodes[1])))
     assert "gpu-node-1: taints: dedicated=team-a:NoSchedule" in text.split("\n\n")[1].splitlines()
+
+
+def test_counted_rows_get_a_footnote_under_the_table_that_the_device_plugin_picks() -> None:
+    """A new user's trial: a plain `nvidia.com/gpu` pod's name on `counted` GPU rows read as a
+    device assignment; the rows are only the count, the device plugin on the node picks the GPUs."""
+    view = _view()
+    counted = m.GpuView(3, "n.gpu-3", "GPU-3", "nvidia.com/gpu", "A100", "80Gi", m.COUNTED, 1.0,
+                        holders=(m.Holder("ns/plain"),))
+    node = replace(view.nodes[0], gpus=(*view.nodes[0].gpus, counted))
+    parts = render_nodes(replace(view, nodes=(node, view.nodes[1]))).split("\n\n")
+    assert "ns/plain" in parts[0] and parts[1] == COUNTED_FOOTNOTE
+    assert COUNTED_FOOTNOTE not in render_nodes(view)  # no counted row, no footnote
 
 
 def test_json_and_yaml_carry_the_whole_view_with_the_derived_summary() -> None:
