@@ -74,10 +74,10 @@ def add_parser(subparsers: Any) -> None:
                              "otherwise because Tessera runs beside kube-scheduler")
     parser.add_argument("--gpu-map", action="store_true",
                         help="also serve a read-only GPU map page at /gpu-map on --bind-address/--port")
-    parser.add_argument("--event-loop", choices=("uvloop", "asyncio"), default="asyncio",
-                        help="the standard library's asyncio loop (default) or uvloop: uvloop's libuv can abort the "
-                             "process when connections are reset while their socket numbers are reused, and "
-                             "measured no faster here (docs/running.md)")
+    # the standard library's asyncio loop (default) or uvloop, kept to compare the two and not offered
+    # in --help: uvloop's libuv can abort the process when connections are reset while their socket
+    # numbers are reused, and it measured no faster here (docs/running.md, "The event loop")
+    parser.add_argument("--event-loop", choices=("uvloop", "asyncio"), default="asyncio", help=argparse.SUPPRESS)
     parser.set_defaults(func=run)
 
 
