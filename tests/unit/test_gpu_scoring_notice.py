@@ -20,6 +20,7 @@ import yaml
 from scheduler import cli
 from scheduler.api.config import load_config, parse_config
 from scheduler.core.plugins.registry import gpu_scoring_notices
+from tests.deploy_manifests import CHART, deploy_documents, find, helm_binary, helm_template
 
 V1 = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration"}
 ROOT = Path(__file__).resolve().parents[2]
@@ -63,6 +64,18 @@ def test_node_resources_fit_counts_when_its_resources_name_gpus_and_each_profile
 @pytest.mark.parametrize("path", [None, *sorted(str(p) for p in (ROOT / "config").glob("*.yaml"))])
 def test_the_builtin_profile_and_the_shipped_configurations_are_quiet(path: str | None) -> None:
     assert gpu_scoring_notices(load_config(path)) == {}
+
+
+def test_the_deployed_configurations_are_quiet() -> None:
+    """What a cluster runs: the kustomize tree's ConfigMap and the Helm chart's, rendered at its
+    default values and with deploy/README.md's one-weight values file (a Tessera profile there that
+    lost its GPU score would be warned about on every start)."""
+    one_weight = yaml.safe_load((CHART.parent / "values-one-weight.yaml").read_text())
+    helm = helm_binary()
+    for name, docs in (("kustomize", deploy_documents()), ("helm", helm_template(helm)),
+                       ("helm one weight", helm_template(helm, one_weight))):
+        text = find(docs, "ConfigMap", "tessera-scheduler-config")["data"]["config.yaml"]
+        assert gpu_scoring_notices(parse_config(yaml.safe_load(text), name)) == {}, name
 
 
 def _file(tmp_path: Path) -> str:
