@@ -397,9 +397,11 @@ def _framework_counts(profile: Profile, plugins: _ProfilePlugins, path: str) -> 
 def _queue_sort_fix(held: tuple[str, ...], plugins: _ProfilePlugins, *, legacy: bool) -> str:
     """What a queueSort point that is not one plugin holds, where each came from and the fix: a
     new user who enabled Coscheduling read upstream's "but got 2" and could not see the other one,
-    multiPoint's default PrioritySort. The plugin to keep is the last one the file enabled; the
-    others are disabled at queueSort, or all of multiPoint's with "*" when the kept one is enabled
-    at queueSort itself (for one enabled at multiPoint, "*" would drop it too)."""
+    multiPoint's default PrioritySort. The plugin to keep is the one enabled at queueSort itself
+    (disabling it there would not drop it: upstream's mergePluginSet keeps a point's enabled
+    plugins whatever its disabled list says), else the last one the file enabled; the others are
+    disabled at queueSort, or all of multiPoint's with "*" when the kept one is enabled at queueSort
+    itself (for one enabled at multiPoint, "*" would drop it too)."""
     if not held:
         first, *rest = _QUEUE_SORT_PLUGINS
         return (f"the point holds none: enable {first} (or {', '.join(rest)}) again at queueSort, "
@@ -414,7 +416,7 @@ def _queue_sort_fix(held: tuple[str, ...], plugins: _ProfilePlugins, *, legacy: 
             return "enabled at multiPoint"
         return "from the defaults" if legacy else "from multiPoint's defaults"
 
-    keep = next((p for p in reversed(held) if p in at_point | at_multi), held[-1])
+    keep = next((p for p in held if p in at_point), None) or next((p for p in reversed(held) if p in at_multi), held[-1])
     drop = [p for p in held if p != keep]
     fix = f"disable {' and '.join(drop)} at queueSort, e.g. disabled: [{', '.join(f'{{name: {p}}}' for p in drop)}]"
     if keep in at_point:

@@ -5,6 +5,8 @@ default one, which kube-scheduler v1.36 refuses."""
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
 import pytest
@@ -222,3 +224,36 @@ def test_a_v1alpha1_file_keeps_one_queue_sort_plugin_too() -> None:
         '"tessera", but got 2; (the point holds PrioritySort (from the defaults) and Coscheduling (enabled at '
         'queueSort): disable PrioritySort at queueSort, e.g. disabled: [{name: PrioritySort}], or disabled: ["*"])'))
     parse_config({**legacy, "plugins": {"queueSort": GANG_SORT}}, "cfg.yaml")
+
+
+_P, _C = {"name": "PrioritySort"}, {"name": "Coscheduling"}
+
+
+@pytest.mark.parametrize("plugins", [
+    {"queueSort": {"enabled": [_C]}},
+    {"multiPoint": {"enabled": [_C]}},
+    {"multiPoint": {"enabled": [_C, _P]}},
+    {"multiPoint": {"enabled": [_P]}, "queueSort": {"enabled": [_C]}},
+    {"multiPoint": {"enabled": [_C]}, "queueSort": {"enabled": [_P]}},  # PrioritySort written at the point itself
+    {"multiPoint": {"enabled": [_C]}, "queueSort": {"disabled": [{"name": "*"}]}},
+])
+def test_the_count_errors_fix_written_into_the_file_loads(plugins: dict[str, Any]) -> None:
+    """A wrong fix is worse than none: each fix the message offers (its example, and `"*"` when
+    offered), written into the profile's queueSort, gives a profile that loads. A review: with
+    PrioritySort enabled at queueSort beside multiPoint's Coscheduling the message said to disable
+    PrioritySort at queueSort, which cannot drop a plugin the point itself enables (upstream's
+    mergePluginSet appends the point's enabled plugins whatever its disabled list says): the file
+    failed again, now told to disable Coscheduling."""
+    message = _error({"schedulerName": "a", "plugins": plugins})
+    fixes = []
+    if (named := re.search(r"e\.g\. (disabled|enabled): \[([^\]]*)\]", message)) is not None:
+        names = re.findall(r"\{name: (\w+)\}", named.group(2))
+        fixes.append((named.group(1), [{"name": name} for name in names]))
+    if ', or disabled: ["*"]' in message:
+        fixes.append(("disabled", [{"name": "*"}]))
+    assert fixes, message
+    for field, written in fixes:
+        fixed = json.loads(json.dumps(plugins))
+        point = fixed.setdefault("queueSort", {})
+        point[field] = point.get(field, []) + written
+        parse_config({**V1, "profiles": [{"schedulerName": "a", "plugins": fixed}]}, "cfg.yaml")
