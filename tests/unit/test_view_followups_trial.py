@@ -135,3 +135,31 @@ def test_the_view_and_the_metric_name_a_class_ghosts_model_alike(core: Any) -> N
     [gone] = build_view(scheduler, source="test", now=1.0).nodes
     assert sorted((gpu.model, gpu.state) for gpu in gone.gpus) == [("", m.GHOST), ("T4", m.GHOST)], gone.gpus
     assert gpu_counts(scheduler, now=1.0).states == {("T4", m.GHOST): 1, ("", m.GHOST): 1}
+
+
+def _model_term(key: str, operator: str, *values: str) -> dict[str, Any]:
+    return {"key": key, "operator": operator, "values": list(values)} if values else {"key": key, "operator": operator}
+
+
+@pytest.mark.parametrize(("labels", "expressions", "model"), [
+    ({"model": "T4"}, [], "T4"),
+    ({}, [_model_term("model", "In", "T4")], "T4"),
+    ({"model": "T4"}, [_model_term("model", "In", "T4", "A100")], "T4"),  # the one both select
+    ({}, [_model_term("model", "NotIn", "A100")], ""),
+    ({}, [_model_term("model", "Exists")], ""),
+    ({}, [_model_term("model", "In", "T4", "A100")], ""),
+    ({"model": "T4"}, [_model_term("model", "In", "A100")], ""),  # they disagree: none is said
+    ({"vendor": "nvidia"}, [], ""),
+])
+def test_a_listed_class_ghosts_model_is_the_one_its_class_selects(
+        labels: dict[str, str], expressions: list[dict[str, Any]], model: str) -> None:
+    """A ghost's MODEL from its class (`_model`) is said only when the class's selector names one
+    model; NotIn, Exists, several values or another key say nothing of it ('-'), in the row and the
+    metric's counts alike."""
+    _, _, pods = _deleted_node()
+    pods[0] = b.resource_class("t4", match_labels=labels, expressions=expressions)
+    scheduler = _core(pods)
+    [gone] = build_view(scheduler, source="test", now=1.0).nodes
+    assert sorted(gpu.model for gpu in gone.gpus) == sorted(["", model]), gone.gpus
+    assert gpu_counts(scheduler, now=1.0).states == ({("", m.GHOST): 2} if not model else
+                                                      {(model, m.GHOST): 1, ("", m.GHOST): 1})
