@@ -83,7 +83,9 @@ def test_explain_says_why_a_class_pod_is_insufficient_on_such_a_node() -> None:
 
 
 def test_explain_of_a_plain_pod_rejected_there_adds_nothing() -> None:
-    objs = [b.node("n", gpus=2), b.pod("w", limits={"nvidia.com/gpu": 4})]
+    """A plain count request is not helped by an ExtendedResource: no note, though a class exists."""
+    objs = [b.node("n", gpus=2), b.resource_class("t4", match_labels={"model": "T4"}),
+            b.pod("w", limits={"nvidia.com/gpu": 4})]
     x = explaining.explain(objs, "default/w", config(), [], 0.0)
     assert x is not None and x.dry_run is not None
     assert [v.detail for v in x.dry_run.nodes] == ["Insufficient nvidia.com/gpu"]
@@ -163,3 +165,14 @@ def test_a_listed_class_ghosts_model_is_the_one_its_class_selects(
     assert sorted(gpu.model for gpu in gone.gpus) == sorted(["", model]), gone.gpus
     assert gpu_counts(scheduler, now=1.0).states == ({("", m.GHOST): 2} if not model else
                                                       {(model, m.GHOST): 1, ("", m.GHOST): 1})
+
+
+def test_a_ghost_whose_holders_classes_select_different_models_has_none() -> None:
+    """Two holders granted the same ghost under classes that select T4 and A100: '-', not either."""
+    _, _, pods = _deleted_node()
+    grant = pods[1]["metadata"]["annotations"][ann.DEVICES].replace(T4, "class.tessera.dev/a100")
+    other = b.pod("d", node_name="t4-node-009", phase="Running", limits={"class.tessera.dev/a100": 1},
+                  annotations={ann.DEVICES: grant, ann.PHASE: ann.PHASE_ALLOCATED})
+    scheduler = _core([*pods, b.resource_class("a100", match_labels={"model": "A100"}), other])
+    [gone] = build_view(scheduler, source="test", now=1.0).nodes
+    assert "T4" not in {gpu.model for gpu in gone.gpus} and "A100" not in {gpu.model for gpu in gone.gpus}, gone.gpus
