@@ -366,7 +366,9 @@ def standing_by(identity: str, lease: str, takes_over_within: Callable[[], float
         if holder and holder != identity:
             within = takes_over_within()
             unrenewed = unrenewed_for()
-            stale = f" (its Lease unrenewed for {unrenewed:g} s by this host's clock)" if unrenewed is not None else ""
+            # not :g, which reads weeks as 2e+06 (a Lease outlives an uninstall); 3, not 3.0, as :g
+            seconds = f"{unrenewed:.1f}".removesuffix(".0") if unrenewed is not None else ""
+            stale = f" (its Lease unrenewed for {seconds} s by this host's clock)" if unrenewed is not None else ""
             log.info("leader.standing_by", holder=holder, lease=lease, takes_over_within_seconds=within,
                      unrenewed_for_seconds=unrenewed,
                      message=f"{holder} leads{stale}: this replica keeps its cache warm and schedules only if it "

@@ -339,3 +339,19 @@ async def test_a_standby_says_how_long_the_holders_record_has_gone_unrenewed() -
         c._report_transition()
     [standing] = _events(logs, "leader.standing_by")
     assert standing["unrenewed_for_seconds"] is None and standing["message"].startswith("A leads: this replica")
+
+
+async def test_a_standby_says_a_long_unrenewed_record_in_plain_seconds() -> None:
+    """A Lease outlives its scheduler (`helm uninstall` leaves the Lease the election created): a
+    replica installed again weeks later read `unrenewed for 2e+06 s` (`:g` keeps six digits)."""
+    clock, server = Clock(), LeaseServer()
+    a, b = _elector(server, "A", clock), _elector(server, "B", clock)
+    await a._acquire()
+    a._start_leading()
+    clock.t += 2_000_000.25  # 23 days
+    with structlog.testing.capture_logs() as logs:
+        assert not await b._try_acquire_or_renew()
+        b._report_transition()
+    [standing] = _events(logs, "leader.standing_by")
+    assert standing["unrenewed_for_seconds"] == 2_000_000.2
+    assert standing["message"].startswith("A leads (its Lease unrenewed for 2000000.2 s by this host's clock): ")
