@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from collections.abc import MutableMapping
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import anyio
@@ -355,3 +355,24 @@ async def test_a_standby_says_a_long_unrenewed_record_in_plain_seconds() -> None
     [standing] = _events(logs, "leader.standing_by")
     assert standing["unrenewed_for_seconds"] == 2_000_000.2
     assert standing["message"].startswith("A leads (its Lease unrenewed for 2000000.2 s by this host's clock): ")
+
+
+async def test_unrenewed_for_reads_no_age_from_a_naive_or_future_renew_time() -> None:
+    """A renewTime without a zone has no age on this clock (None: subtracting it would raise in the
+    elector's callback), and one ahead of this host's clock (skew) reads 0, not a negative age."""
+    clock, server = Clock(), LeaseServer()
+    a = _elector(server, "A", clock)
+    await a._acquire()
+    a._start_leading()
+    assert server.lease is not None
+    now = datetime.fromtimestamp(clock.t, timezone.utc)
+    for renew_time, expected in ((now.replace(tzinfo=None).isoformat(), None),
+                                 ((now + timedelta(seconds=60)).isoformat().replace("+00:00", "Z"), 0.0)):
+        server.lease["spec"]["renewTime"] = renew_time
+        b = _elector(server, "B", clock)
+        with structlog.testing.capture_logs() as logs:
+            assert not await b._try_acquire_or_renew()
+            b._report_transition()
+        assert b.unrenewed_for() == expected, renew_time
+        [standing] = _events(logs, "leader.standing_by")
+        assert standing["unrenewed_for_seconds"] == expected
