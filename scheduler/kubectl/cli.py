@@ -328,22 +328,24 @@ async def _explain(args: argparse.Namespace, target: Target) -> int:
         await http.api.close()
     if result is None:
         raise CommandError(not_found(replace(ref, name=name, kind=None)) + not_found_hint(args.pod, exists)
-                           + _podgroup_instead(ref, listing.objects, target))
+                           + _podgroup_instead(ref, listing.objects, target.namespace if args.namespace is None else ""))
     _print(explaining.as_dict(result), lambda: explaining.render(result, now), args.output)
     return 0
 
 
-def _podgroup_instead(ref: Reference, objects: list[dict[str, Any]], target: Target) -> str:
+def _podgroup_instead(ref: Reference, objects: list[dict[str, Any]], context_namespace: str) -> str:
     """For a pod `ref` not found: the command for a PodGroup of that name, if the listing (which
     holds the PodGroups already: no request more) has one. A new user's `explain short` read
-    kubectl's not-found line alone while PodGroup short existed."""
+    kubectl's not-found line alone while PodGroup short existed. `context_namespace` is the one a
+    command without -n reads ("" when -n was given: the command then keeps -n, or it would read
+    the context's namespace)."""
     if ref.kind is not None:
         return ""
     apis = [api for api in PODGROUP_TYPES["podgroup"]
             if explaining_group.podgroup_object(objects, ref.namespace, ref.name, api) is not None]
     if not apis:
         return ""
-    flag = f" -n {ref.namespace}" if ref.namespace != target.namespace else ""
+    flag = f" -n {ref.namespace}" if ref.namespace != context_namespace else ""
     # in both APIs `podgroup/NAME` is ambiguous (`_explain_group`): name each
     names = [f"podgroup/{ref.name}"] if len(apis) == 1 else [f"{podgroup_resource(api)}/{ref.name}" for api in apis]
     return f"; a PodGroup {ref.name} exists: " + " or ".join(f"kubectl tessera explain{flag} {n}" for n in names)

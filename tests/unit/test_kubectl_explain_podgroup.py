@@ -215,3 +215,32 @@ def test_a_missing_pod_named_as_a_podgroup_points_at_the_podgroup(tmp_path: Path
     # no PodGroup of that name: kubectl's words alone
     status, _, err = _run(tmp_path, monkeypatch, capsys, _pytorch_job(), "ptx")
     assert (status, err) == (1, 'error: pods "ptx" not found in namespace "default"\n')
+
+
+def test_the_podgroup_hint_keeps_the_namespace_given_with_n(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """`explain -n research pt`: the command offered runs as written only with `-n research` (the
+    context's namespace is default); it was left out because -n had made research the target's."""
+    group = b.podgroup("pt", 3)
+    group["metadata"]["namespace"] = "research"
+    status, _, err = _run(tmp_path, monkeypatch, capsys, [b.node("n1", gpus=8), group], "-n", "research", "pt")
+    assert (status, err) == (1, 'error: pods "pt" not found in namespace "research"; a PodGroup pt exists: '
+                                "kubectl tessera explain -n research podgroup/pt\n")
+
+
+def test_the_podgroup_hint_names_each_api_and_only_the_pods_namespace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """A workload-API PodGroup alone is `podgroup/NAME` too; in both APIs `podgroup/NAME` is
+    refused as ambiguous, so each API's form is offered; a PodGroup of that name in another
+    namespace is not the one asked about."""
+    node = b.node("n1", gpus=8)
+    status, _, err = _run(tmp_path, monkeypatch, capsys, [node, b.workload_podgroup("pt", 1)], "pt")
+    assert (status, err) == (1, 'error: pods "pt" not found in namespace "default"; a PodGroup pt exists: '
+                                "kubectl tessera explain podgroup/pt\n")
+    status, _, err = _run(tmp_path, monkeypatch, capsys, [node, b.podgroup("pt", 1), b.workload_podgroup("pt", 1)], "pt")
+    assert (status, err) == (1, 'error: pods "pt" not found in namespace "default"; a PodGroup pt exists: '
+                                "kubectl tessera explain podgroups.scheduling.x-k8s.io/pt or "
+                                f"kubectl tessera explain podgroups.{WORKLOAD}/pt\n")
+    elsewhere = b.podgroup("pt", 1, namespace="research")
+    status, _, err = _run(tmp_path, monkeypatch, capsys, [node, elsewhere], "pt")
+    assert (status, err) == (1, 'error: pods "pt" not found in namespace "default"\n')
