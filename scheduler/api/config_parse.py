@@ -328,7 +328,7 @@ def _legacy_profiles(root: ArgsReader) -> tuple[Profile, ...]:
     if algorithm is not None and algorithm.raw("policy") is not None:
         forbidden(algorithm.at("policy"), "Tessera does not read scheduling Policy files")
     profile, plugins = _legacy_profile(root)
-    _framework_counts(profile, plugins, "")
+    _framework_counts(profile, plugins, "", several=False)
     return (profile,)
 
 
@@ -365,7 +365,7 @@ def _v1_profiles(root: ArgsReader) -> tuple[Profile, ...]:
         built = found.read(lambda: _v1_profile(raw, i, len(raw_profiles) == 1, seen), None)
         if built is not None:
             profiles[i], plugins = built
-            found.check(lambda: _framework_counts(profiles[i], plugins, f"profiles[{i}]"))
+            found.check(lambda: _framework_counts(profiles[i], plugins, f"profiles[{i}]", several=len(raw_profiles) > 1))
     found.check(lambda: _one_queue_sort(raw_profiles[0]))
     for i in range(1, len(raw_profiles)):
         found.check(lambda: _same_queue_sort(raw_profiles, profiles, i))
@@ -374,21 +374,25 @@ def _v1_profiles(root: ArgsReader) -> tuple[Profile, ...]:
 
 
 _SAME_QUEUE_SORT = "queueSort must be the same for all profiles"
+_SAME_QUEUE_SORT_FIX = "; every profile's queueSort must be written the same"
 
 
-def _framework_counts(profile: Profile, plugins: _ProfilePlugins, path: str) -> None:
+def _framework_counts(profile: Profile, plugins: _ProfilePlugins, path: str, *, several: bool) -> None:
     """NewFramework's counts, in its order and kube-scheduler v1.36's words: the profile's
     queueSort point, as `expandMultiPointPlugins` builds it (`Profile.queue_sort`), holds one
     plugin, and its bind point (`_ProfilePlugins.bind_plugins`) one at least. Validation's count
     (`_one_queue_sort`) sees only what the file writes at queueSort: `enabled: [Coscheduling]`
     beside multiPoint's PrioritySort passes it and fails here, as does a point with none left;
     `multiPoint: {disabled: ["*"]}` must enable DefaultBinder again as well as PrioritySort.
-    Upstream's sentence comes first, verbatim; `_queue_sort_fix` then says why and what to write."""
+    Upstream's sentence comes first, verbatim; `_queue_sort_fix` then says why and what to write,
+    and, with `several` profiles, that each must write queueSort alike (`_same_queue_sort`): the
+    fix written into the one named alone fails again."""
     name = json.dumps(profile.scheduler_name)
     if len(profile.queue_sort) != 1:
         raise BuildError(child(path, "plugins.queueSort"), f"only one queue sort plugin required for profile "
                                                            f"with scheduler name {name}, but got {len(profile.queue_sort)}; "
-                                                           f"({_queue_sort_fix(profile.queue_sort, plugins, legacy=not path)})")
+                                                           f"({_queue_sort_fix(profile.queue_sort, plugins, legacy=not path)}"
+                                                           f"{_SAME_QUEUE_SORT_FIX if several else ''})")
     if not plugins.bind_plugins():
         raise BuildError(child(path, "plugins.bind"),
                          f"at least one bind plugin is needed for profile with scheduler name {name}")

@@ -184,10 +184,11 @@ def test_a_profile_with_no_queue_sort_is_refused_as_upstreams_framework(plugins:
 
 
 def test_the_framework_is_built_profile_by_profile_and_stops_at_the_first_that_fails() -> None:
-    """Every profile alike passes validateCommonQueueSort; the first profile's framework fails."""
+    """Every profile alike passes validateCommonQueueSort; the first profile's framework fails (its
+    fix, in one profile of two, must be written in the other too)."""
     off = {"queueSort": {"disabled": [{"name": "*"}]}}
     assert _error({"schedulerName": "a", "plugins": off}, {"schedulerName": "b", "plugins": off}) == \
-        _count_error("a", 0, _NONE_FIX)
+        _count_error("a", 0, _NONE_FIX + "; every profile's queueSort must be written the same")
 
 
 def test_a_validation_error_is_reported_without_the_framework_errors_upstream_never_reaches() -> None:
@@ -257,3 +258,19 @@ def test_the_count_errors_fix_written_into_the_file_loads(plugins: dict[str, Any
         point = fixed.setdefault("queueSort", {})
         point[field] = point.get(field, []) + written
         parse_config({**V1, "profiles": [{"schedulerName": "a", "plugins": fixed}]}, "cfg.yaml")
+
+
+def test_with_several_profiles_the_count_errors_fix_says_every_profile_writes_queue_sort_alike() -> None:
+    """Two profiles with `queueSort: {enabled: [Coscheduling]}`: the fix written into the first
+    alone fails again (validateCommonQueueSort compares the written queueSort), so the message says
+    that every profile must write it alike; written into both, the file loads."""
+    plugins = {"queueSort": {"enabled": [_C]}}
+    message = _error({"schedulerName": "a", "plugins": plugins}, {"schedulerName": "b", "plugins": plugins})
+    assert message.endswith(
+        "disable PrioritySort at queueSort, e.g. disabled: [{name: PrioritySort}], or disabled: [\"*\"]; every "
+        "profile's queueSort must be written the same)"), message
+    fixed = {"queueSort": {"enabled": [_C], "disabled": [_P]}}
+    parse_config({**V1, "profiles": [{"schedulerName": "a", "plugins": fixed},
+                                     {"schedulerName": "b", "plugins": fixed}]}, "cfg.yaml")
+    # one profile: no such clause
+    assert _error({"schedulerName": "a", "plugins": plugins}).endswith('or disabled: ["*"])')
