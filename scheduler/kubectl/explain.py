@@ -754,19 +754,25 @@ def as_dict(explanation: Explanation) -> dict[str, Any]:
     return out
 
 
-def dry_run_verdict(run: DryRun) -> str:
+def dry_run_verdict(run: DryRun, said: str = "") -> str:
     """The dry run's verdict in one line: where the pod would go, or why it would stay pending,
-    with the victims its preemption would evict and the nodes tied with the one named."""
+    with the victims its preemption would evict and the nodes tied with the one named. `said`: the
+    message of the pod's condition shown above it ("" when none). The same long message printed
+    twice hid a changed reason, so the same one is referred to, and a different one is marked as
+    the current one (the condition is the scheduler's last attempt)."""
+    compared = bool(said) and not run.unknown
+    message = "(same as Message above)" if compared and run.message == said else run.message
+    now = " (now; Message above is the scheduler's last attempt)" if compared and run.message != said else ""
     if run.unknown:
-        verdict = f"cannot tell: {run.message}"
+        verdict = f"cannot tell: {message}"
     elif run.node and run.held:
-        verdict = f"would go to {run.node}, its Binding held by the allocation gate: {run.message}"
+        verdict = f"would go to {run.node}{now}, its Binding held by the allocation gate: {message}"
     elif run.node:
         verdict = f"would go to {run.node}"
     elif run.nominated:
-        verdict = f"would stay pending, nominated to {run.nominated} (preemption makes room there): {run.message}"
+        verdict = f"would stay pending{now}, nominated to {run.nominated} (preemption makes room there): {message}"
     else:
-        verdict = f"would stay pending: {run.message}"
+        verdict = f"would stay pending{now}: {message}"
     if run.preempts:
         verdict += f"; preemption would evict {listed_all(run.preempts, run.preempt_reasons)}"
     if run.tied_count:
@@ -814,7 +820,7 @@ def render(x: Explanation, now: float) -> str:
         lines += ["  " + line for line in table.splitlines()]
     if x.dry_run is not None:
         run = x.dry_run
-        verdict = dry_run_verdict(run)
+        verdict = dry_run_verdict(run, x.message if x.reason else "")
         config = configuration(x.config)
         when = ("once its spec.schedulingGates are removed (they keep it out of every scheduler now)"
                 if x.ungated else "as if it were next")
