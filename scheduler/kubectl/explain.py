@@ -41,7 +41,7 @@ from scheduler.kubectl.other_profile import (configuration, evidence, evidence_w
 from scheduler.kubectl.unread import (Offered, cannot_tell, extended_requests, offered, podgroup_unread,
                                       podgroup_unread_message)
 from scheduler.sim.snapshot import is_bound, load
-from scheduler.view.cluster import UNDESCRIBED, extended_amounts, gang_view, gate_holds, removed_by_podgc, undescribed
+from scheduler.view.cluster import extended_amounts, gang_view, gate_holds, removed_by_podgc, undescribed
 from scheduler.view.model import GangView, PluginScore, node_scores, plain
 from scheduler.view.reasons import wait_reason
 from scheduler.view.text import age, columns, score_sum, tie_note
@@ -730,15 +730,15 @@ def _dry_run(objects: Sequence[dict[str, Any]], pods: frozenset[str], key: str, 
 def _naming_blockers(state: ClusterState, pod: Pod, node: str, reason: str) -> str:
     """A filter's reason for `node` with what it leaves unnamed (upstream's wording, which the
     pod's status keeps): the taint the pod does not tolerate, the pods whose anti-affinity keeps it
-    off; on a node whose GPUs no ExtendedResource describes yet, why a class request finds none
-    there (`view.cluster.undescribed`). Only explain's node table says them: the on-call reader's
-    next question is which (or why)."""
+    off; on a node some or all of whose GPUs no ExtendedResource describes yet, why a class
+    request finds none of those (`view.cluster.undescribed`). Only explain's node table says them:
+    the on-call reader's next question is which (or why)."""
     info = state.nodes.get(node)
     if info is None or info.node is None:
         return reason
-    if undescribed(state, info) and any(f"Insufficient {name}" in reason for name in pod.requests
-                                 if state.classes.is_class_resource(name)):
-        reason = f"{reason}: {UNDESCRIBED}"
+    note = undescribed(state, info)
+    if note and any(f"Insufficient {name}" in reason for name in pod.requests if state.classes.is_class_resource(name)):
+        reason = f"{reason}: {note}"
     taint = untolerated_taint(info.node, pod) if UNTOLERATED in reason else None
     if taint is not None:
         reason = reason.replace(UNTOLERATED, f"{UNTOLERATED}: {taint}")

@@ -35,6 +35,7 @@ GPU = "nvidia.com/gpu"  # counted as GPUs on nodes without ExtendedResources
 NO_NODE = "no Node object: no pod is placed on this node"  # why its free GPUs are fenced
 # a node that advertises GPUs before any node agent published them (a new node, an agent not yet
 # running): its GPUs are free to plain count requests, a class pod finds none of its class there
+PARTLY_UNDESCRIBED = f"no ExtendedResource describes yet: only plain {GPU} pods can use them"
 UNDESCRIBED = f"no ExtendedResource describes this node's GPUs yet: only plain {GPU} pods can use them"
 # a pending pod a PreEnqueue plugin keeps out of the queue (never attempted since): Kubernetes'
 # word for a pod held before scheduling; the message names the gate ("gated by Coscheduling: ...")
@@ -207,8 +208,9 @@ def _node(facts: _Facts, info: NodeInfo, gate_waiters: list[str]) -> tuple[m.Nod
                      f"{'holds what it holds' if one else 'hold what they hold'} {removed_by_podgc(not one)}")
     elif node is None:
         notes.append("no Node object: only its devices are known")
-    if undescribed(state, info):
-        notes.append(UNDESCRIBED)
+    # with ExtendedResources unread, which GPUs they describe is unknown, not none
+    if not facts.devices_unread and (note := undescribed(state, info)):
+        notes.append(note)
     if facts.gate_holds(info):
         for uid, resources in sorted(info.allocating.items(), key=lambda item: _key(state, item[0])):
             if uid not in facts.held:
@@ -261,14 +263,22 @@ def _node(facts: _Facts, info: NodeInfo, gate_waiters: list[str]) -> tuple[m.Nod
     return view, counts
 
 
-def undescribed(state: ClusterState, info: NodeInfo) -> bool:
-    """The node allocates GPUs, no ExtendedResource describes any, and a ResourceClass exists
-    (`UNDESCRIBED`): its rows read free with MODEL `-`, and count for the most free on one node
-    (plain pods fit there), so the node's note, and explain's row for a class pod rejected there,
-    say why a class pod does not. Without a class there is no class pod to explain: a cluster of
-    plain count requests alone (no node agent) gets no note on every node."""
-    return (info.node is not None and not info.devices and info.node.allocatable.get(GPU, 0) > 0
-            and bool(state.classes.classes))
+def undescribed(state: ClusterState, info: NodeInfo) -> str:
+    """The node's note when it allocates GPUs no ExtendedResource describes and a ResourceClass
+    exists ("" otherwise): those rows read free with MODEL `-`, and count for the most free on one
+    node (plain pods fit there), so the node's note, and explain's row for a class pod rejected
+    there, say why a class pod does not use them. A node whose agent has published only some says
+    how many are not (`UNDESCRIBED` is for none published: "this node's GPUs"). Without a class
+    there is no class pod to explain: a cluster of plain count requests alone (no node agent) gets
+    no note on every node. The count is the rows' (`_rows`): beyond what its ExtendedResources
+    describe, less those the ledger's moved objects describe (`_parked`)."""
+    if info.node is None or not state.classes.classes:
+        return ""
+    unknown = max(0, info.node.allocatable.get(GPU, 0) - info.described(GPU))
+    unknown -= len(_parked(state, info.name, GPU)[:unknown])
+    if not unknown:
+        return ""
+    return UNDESCRIBED if not info.devices else f"{unknown} of its GPUs {PARTLY_UNDESCRIBED}"
 
 
 def removed_by_podgc(plural: bool) -> str:

@@ -176,3 +176,33 @@ def test_a_ghost_whose_holders_classes_select_different_models_has_none() -> Non
     scheduler = _core([*pods, b.resource_class("a100", match_labels={"model": "A100"}), other])
     [gone] = build_view(scheduler, source="test", now=1.0).nodes
     assert "T4" not in {gpu.model for gpu in gone.gpus} and "A100" not in {gpu.model for gpu in gone.gpus}, gone.gpus
+
+
+# --- 1b. a node some of whose GPUs no ExtendedResource describes (session 58, Z2) ------------------
+
+PARTIAL = "6 of its GPUs no ExtendedResource describes yet: only plain nvidia.com/gpu pods can use them"
+
+
+def _partly_described() -> list[dict[str, Any]]:
+    """t4-node-009 advertises 8 GPUs and its agent has published 2 of them so far."""
+    return [b.node("t4-node-009", gpus=8), b.device("t4-node-009", 0, model="T4", memory="16Gi"),
+            b.device("t4-node-009", 1, model="T4", memory="16Gi"), b.resource_class("t4", match_labels={"model": "T4"})]
+
+
+def test_a_node_some_of_whose_gpus_no_extended_resource_describes_says_how_many() -> None:
+    """Trial finding: the 6 undescribed rows read MODEL `-` and no note (the note wanted no device
+    at all), so a class pod's `Insufficient` beside 6 free GPUs had no word why."""
+    view = build_view(_core(_partly_described()), source="test", now=0.0)
+    node = view.nodes[0]
+    assert [gpu.model for gpu in node.gpus].count("") == 6 and PARTIAL in node.notes, node.notes
+    assert UNDESCRIBED not in node.notes
+    objs = [*_partly_described(), b.pod("w", limits={T4: 4})]
+    x = explaining.explain(objs, "default/w", config(), [], 0.0)
+    assert x is not None and x.dry_run is not None
+    assert x.dry_run.nodes[0].detail == f"Insufficient {T4}: {PARTIAL}", x.dry_run.nodes
+
+
+def test_a_node_every_gpu_of_which_is_described_has_no_note() -> None:
+    objs = [b.node("n", gpus=2), b.device("n", 0, model="T4"), b.device("n", 1, model="T4"),
+            b.resource_class("t4", match_labels={"model": "T4"})]
+    assert build_view(_core(objs), source="test", now=0.0).nodes[0].notes == ()
