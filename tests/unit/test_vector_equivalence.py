@@ -10,10 +10,12 @@ from __future__ import annotations
 import random
 from typing import Any
 
+import numpy as np
 import pytest
 
 from scheduler.api.config import SchedulerConfig, load_config, parse_config
 from scheduler.core.framework.cycle_state import prepare
+from scheduler.core.plugins.interpod_affinity import InterPodAffinity, verdict as verdict_of
 from scheduler.core.scheduler import Scheduler
 from scheduler.sim import builders as b
 
@@ -236,3 +238,81 @@ def test_a_scored_resource_the_pods_devices_do_not_belong_to_scores_alike_either
         assert scores["default/p2"]["c"]["TesseraGpuPacking"] == 0
     else:
         assert scores["default/p1"]["b"]["NodeResourcesFit"] == 50
+
+
+def _pod_terms_workload(seed: int) -> list[tuple[str, dict[str, Any]]]:
+    """Pods with required pod anti-affinity (hostname and zone keys, some nodes without a zone),
+    pods without terms that placed pods' anti-affinity repels, pods with required affinity (their
+    filter stays per node) and high-priority pods that preempt (nominations judged on their own
+    node): InterPodAffinity's batch form against its per-node form."""
+    rng = random.Random(seed)
+    events: list[tuple[str, dict[str, Any]]] = []
+    for n in range(rng.randint(3, 40)):
+        labels = {"topology.kubernetes.io/zone": f"z{n % 3}"} if rng.random() < 0.8 else {}
+        events.append(("ADDED", b.node(f"n{n}", cpu="8", gpus=rng.choice([2, 4]), labels=labels)))
+    for p in range(rng.randint(20, 120)):
+        app = rng.choice(["a", "b", "c"])
+        term = {"labelSelector": {"matchLabels": {"app": rng.choice(["a", "b", "c"])}},
+                "topologyKey": rng.choice(["kubernetes.io/hostname", "topology.kubernetes.io/zone"])}
+        roll = rng.random()
+        affinity: dict[str, Any] = {}
+        if roll < 0.5:
+            affinity["podAntiAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+        elif roll < 0.6:
+            affinity["podAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+        extra: dict[str, Any] = {"affinity": affinity} if affinity else {}
+        events.append(("ADDED", b.pod(f"p{p}", labels={"app": app}, requests={"cpu": f"{rng.choice([1, 2, 4])}"},
+                                      limits={"nvidia.com/gpu": 1}, priority=rng.choice([0, 0, 0, 100]),
+                                      spec_extra=extra)))
+    return events
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_pod_affinity_batch_form_equals_its_per_node_form(seed: int) -> None:
+    events = _pod_terms_workload(seed)
+    batch = _run(events, None, vectorized=True, explain=True)
+    assert batch == _run(events, None, vectorized=False, explain=True)
+
+
+def test_the_pod_terms_workloads_reject_by_each_rule() -> None:
+    messages = " ".join(line[3] for seed in range(12) for line in _run(_pod_terms_workload(seed), None, True))
+    assert "didn't match pod anti-affinity rules" in messages
+    assert "didn't satisfy existing pods anti-affinity rules" in messages
+    assert "didn't match pod affinity rules" in messages
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_pod_affinity_batch_verdict_equals_filter_on_every_node(seed: int) -> None:
+    """Row by row, nodes a nomination fills included (the runs above mostly see those rejected
+    by NodeResourcesFit first): for every pod of the workload, on the cluster it leaves (the
+    preemptors' victims never go, so their nominations stay)."""
+    scheduler = Scheduler(_config(None), seed=7)
+    for kind, obj in _pod_terms_workload(seed):
+        scheduler.apply(kind, obj, 0.0)
+        while scheduler.schedule_next(0.0) is not None:
+            pass
+    runtime = scheduler.profiles["tessera"]
+    plugin = runtime.plugins["InterPodAffinity"]
+    table = runtime.table
+    table.sync()
+    assert isinstance(plugin, InterPodAffinity)
+    nominated = compared = 0
+    for pod in list(scheduler.state.pods.values()):
+        ctx = prepare(pod, scheduler.state.classes)
+        if not plugin.filter_applies(ctx):
+            continue
+        verdict = plugin.filter_rows(table, ctx, np.ones(table.size, np.bool_))
+        masks = verdict.reasons()
+        for row in range(table.size):
+            info = table.info(row)
+            expected = plugin.filter(ctx, info)
+            if verdict.exact:
+                assert verdict.fails is not None
+                assert bool(verdict.fails[row]) == (expected is not None)
+                if expected is not None:
+                    assert verdict.reasons_of(row, masks) == expected
+                nominated += expected != verdict_of(pod, plugin.counts(ctx), info.labels)
+                compared += 1
+    assert compared
+    if seed == 2:
+        assert nominated  # nominations that change a node's verdict are judged

@@ -143,8 +143,10 @@ class ProfileRuntime:
         table.sync()
         alive, verdicts, lazy = self._batch_pass(ctx, [p for p in self.filters if p.filter_applies(ctx)])
         for plugin in lazy:
-            if plugin.name in verdicts:
+            verdict = verdicts.get(plugin.name)
+            if verdict is not None and verdict.fails is not None:
                 continue  # an inexact batch form: its rows left are a superset, which is all this needs
+            # (one that ruled out nothing, leaving the pod to its per-node form, is asked that)
             passes = plugin.node_filter(ctx)
             for row in np.flatnonzero(alive).tolist():
                 if passes(table.infos[row]) is not None:
