@@ -368,7 +368,10 @@ class ProfileRuntime:
                 continue
             started = timing.stopwatch.now() if timing else 0.0
             verdict = batch.filter_rows(self.table, ctx, alive)
-            if timing:  # one observation per batch call (upstream: per node), Success if it failed none
+            # one observation per batch call (upstream: per node), Success if it failed none; but
+            # none for a call that left the pod to its per-node form (inexact, ruling out nothing):
+            # that form's scan is the plugin's one observation, as it was before the batch form
+            if timing and (verdict.exact or verdict.fails is not None):
                 failed = verdict.fails is not None and bool(verdict.fails.any())
                 timing.plugin(plugin.name, "Filter", rejection_code(plugin.preemption_helps) if failed else "Success",
                               started)

@@ -1,0 +1,93 @@
+"""Adversarial equivalence of InterPodAffinity's batch form (`filter_rows`) with its per-node form:
+anti terms of several keys, several holds per node, holds on deleted nodes, the pod's own hold,
+nodes removed after placement, and rows masks that leave some rows (hold rows among them) out."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import numpy as np
+import pytest
+
+from scheduler.api.config import load_config
+from scheduler.core.framework.cycle_state import prepare
+from scheduler.core.plugins.interpod_affinity import InterPodAffinity
+from scheduler.core.scheduler import Scheduler
+from scheduler.core.state.nodes import Placement
+from scheduler.sim import builders as b
+from tests.unit.test_framework_duration_metrics import Recording, _cluster, _schedule
+
+KEYS = ["kubernetes.io/hostname", "topology.kubernetes.io/zone", "rack"]
+
+
+def _terms(rng: random.Random) -> list[dict[str, Any]]:
+    return [{"labelSelector": {"matchLabels": {"app": rng.choice("abc")}}, "topologyKey": key}
+            for key in rng.sample(KEYS, rng.randint(1, 3))]
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_filter_rows_equals_filter(seed: int) -> None:
+    rng = random.Random(seed)
+    scheduler = Scheduler(load_config(None), seed=7)
+    state = scheduler.state
+    nodes = [f"n{n}" for n in range(rng.randint(3, 25))]
+    for name in nodes:
+        labels = {k: v for k, v in (("topology.kubernetes.io/zone", f"z{rng.randint(0, 2)}"),
+                                    ("rack", f"r{rng.randint(0, 4)}")) if rng.random() < 0.8}
+        scheduler.apply("ADDED", b.node(name, labels=labels), 0.0)
+    for p in range(rng.randint(5, 40)):
+        extra: dict[str, Any] = {}
+        if rng.random() < 0.6:
+            extra["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": _terms(rng)}}
+        bound = rng.random() < 0.5
+        obj = b.pod(f"p{p}", labels={"app": rng.choice("abc")}, requests={"cpu": "100m"}, spec_extra=extra,
+                    node_name=rng.choice(nodes) if bound else "", phase="Running" if bound else "Pending",
+                    scheduler="other" if bound else "tessera")
+        scheduler.apply("ADDED", obj, 0.0)
+    pending = [pod for pod in state.pods.values() if not pod.node_name]
+    for pod in rng.sample(pending, min(len(pending), rng.randint(0, 8))):
+        placement = Placement(rng.choice(nodes), {}, 0, 0, (), False, False)
+        state.hold(pod.uid, placement, rng.choice([0, 100]))
+    for name in rng.sample(nodes, rng.randint(0, 2)):
+        scheduler.apply("DELETED", b.node(name), 0.0)
+    runtime = scheduler.profiles["tessera"]
+    plugin = runtime.plugins["InterPodAffinity"]
+    assert isinstance(plugin, InterPodAffinity)
+    table = runtime.table
+    table.sync()
+    for pod in list(state.pods.values()):
+        ctx = prepare(pod, state.classes)
+        if not plugin.filter_applies(ctx):
+            continue
+        rows = np.array([rng.random() < 0.7 for _ in range(table.size)], np.bool_)
+        verdict = plugin.filter_rows(table, ctx, rows)
+        if not verdict.exact:
+            continue
+        masks = verdict.reasons()
+        for row in range(table.size):
+            expected = plugin.filter(ctx, table.info(row))
+            failed = verdict.fails is not None and bool(verdict.fails[row])
+            if not rows[row]:
+                assert not failed
+                continue
+            assert failed == (expected is not None), (pod.key, table.info(row).name)
+            if expected is not None:
+                assert verdict.reasons_of(row, masks) == expected
+
+
+def test_a_pod_with_affinity_terms_is_timed_once_per_sampled_cycle_as_per_node() -> None:
+    """Its batch form rules out nothing (`exact` False, no rows failed): the per-node scan that
+    judges it is its one Filter observation, as without batch forms, not a Success besides."""
+    affinity = {"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "a"}}, "topologyKey": "kubernetes.io/hostname"}]}}}
+    seen: dict[bool, list[tuple[str, str, str]]] = {}
+    for batch in (True, False):
+        watch = Recording(sampled=True)
+        core = Scheduler(load_config(None), stopwatch=watch, batch=batch)
+        _cluster(core)
+        _schedule(core, b.pod("x", labels={"app": "a"}))
+        watch.plugins.clear()
+        _schedule(core, b.pod("y", spec_extra=affinity))
+        seen[batch] = [run for run in watch.plugins if run[0] == "InterPodAffinity"]
+    assert seen[True] == seen[False] == [("InterPodAffinity", "Filter", "Unschedulable")]
