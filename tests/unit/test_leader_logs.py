@@ -43,6 +43,21 @@ async def _b_took_over_while_a_was_paused() -> tuple[LeaseServer, LeaderElector,
     return server, a, b
 
 
+async def _standby_after(seconds: float) -> tuple[LeaseServer, Clock, LeaderElector, MutableMapping[str, Any]]:
+    """A leads and renews no more (kill -9); B starts `seconds` later, sees A's record and stands by:
+    the server, the clock, B, and B's `leader.standing_by` entry."""
+    clock, server = Clock(), LeaseServer()
+    a, b = _elector(server, "A", clock), _elector(server, "B", clock)
+    await a._acquire()
+    a._start_leading()
+    clock.t += seconds
+    with structlog.testing.capture_logs() as logs:
+        assert not await b._try_acquire_or_renew()
+        b._report_transition()
+    [standing] = _events(logs, "leader.standing_by")
+    return server, clock, b, standing
+
+
 async def test_the_first_leader_says_there_was_no_lease() -> None:
     clock, server = Clock(), LeaseServer()
     with structlog.testing.capture_logs() as logs:
@@ -96,15 +111,7 @@ async def test_a_standby_says_when_it_takes_over_at_the_latest_if_the_holder_is_
     no more: the rest of the record's leaseDurationSeconds on its own clock (from when it saw the
     record: a candidate never reads renewTime against its clock), and one retry period's longest
     wait (2 s * (1 + 1.2))."""
-    clock, server = Clock(), LeaseServer()
-    a, b = _elector(server, "A", clock), _elector(server, "B", clock)
-    await a._acquire()
-    a._start_leading()
-    clock.t += 3  # A renews no more (kill -9); B starts 3 s later and sees A's record
-    with structlog.testing.capture_logs() as logs:
-        assert not await b._try_acquire_or_renew()
-        b._report_transition()
-    [standing] = _events(logs, "leader.standing_by")
+    _, clock, b, standing = await _standby_after(3)  # A renews no more (kill -9); B starts 3 s later and sees A's record
     assert standing["holder"] == "A" and standing["takes_over_within_seconds"] == 19.4
     assert standing["message"] == ("A leads (its Lease unrenewed for 3 s by this host's clock): this replica keeps its "
                                    "cache warm and schedules only if it takes over, at the latest in 19.4 s if A renews "
@@ -320,15 +327,7 @@ async def test_a_standby_says_how_long_the_holders_record_has_gone_unrenewed() -
     It says how long, by the record's renewTime on this replica's clock, in `leader.acquired`'s
     field name (the observation clock has seen the record for no time at all then); a record
     without a readable renewTime leaves it out."""
-    clock, server = Clock(), LeaseServer()
-    a, b = _elector(server, "A", clock), _elector(server, "B", clock)
-    await a._acquire()
-    a._start_leading()
-    clock.t += 3.1  # A renews no more (kill -9); B starts 3.1 s later and sees A's record
-    with structlog.testing.capture_logs() as logs:
-        assert not await b._try_acquire_or_renew()
-        b._report_transition()
-    [standing] = _events(logs, "leader.standing_by")
+    server, clock, _, standing = await _standby_after(3.1)  # A renews no more (kill -9); B starts 3.1 s later and sees A's record
     assert standing["unrenewed_for_seconds"] == 3.1 and standing["takes_over_within_seconds"] == 19.4
     assert standing["message"].startswith("A leads (its Lease unrenewed for 3.1 s by this host's clock): ")
     assert server.lease is not None
@@ -344,15 +343,7 @@ async def test_a_standby_says_how_long_the_holders_record_has_gone_unrenewed() -
 async def test_a_standby_says_a_long_unrenewed_record_in_plain_seconds() -> None:
     """A Lease outlives its scheduler (`helm uninstall` leaves the Lease the election created): a
     replica installed again weeks later read `unrenewed for 2e+06 s` (`:g` keeps six digits)."""
-    clock, server = Clock(), LeaseServer()
-    a, b = _elector(server, "A", clock), _elector(server, "B", clock)
-    await a._acquire()
-    a._start_leading()
-    clock.t += 2_000_000.25  # 23 days
-    with structlog.testing.capture_logs() as logs:
-        assert not await b._try_acquire_or_renew()
-        b._report_transition()
-    [standing] = _events(logs, "leader.standing_by")
+    _, _, _, standing = await _standby_after(2_000_000.25)  # 23 days
     assert standing["unrenewed_for_seconds"] == 2_000_000.2
     assert standing["message"].startswith("A leads (its Lease unrenewed for 2000000.2 s by this host's clock): ")
 
