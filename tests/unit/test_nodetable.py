@@ -16,7 +16,7 @@ from scheduler.core.plugins.devices.columns import ClassColumns
 from scheduler.core.plugins.node_unschedulable import CordonColumn
 from scheduler.core.plugins.preemption.floor import VictimFloor
 from scheduler.core.plugins.taints import TaintColumns
-from scheduler.core.plugins.topology.domains import TopologyColumns
+from scheduler.core.framework.label_columns import TopologyColumns
 from scheduler.core.state import ClusterState, NodeInfo
 from scheduler.sim import builders as b
 

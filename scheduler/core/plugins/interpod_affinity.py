@@ -77,7 +77,7 @@ from scheduler.core.framework.interface import (Bools, FilterPlugin, Normalize, 
 from scheduler.core.framework.node_parts import NodeParts, RecentTallies
 from scheduler.core.framework.nodetable import NodeTable
 from scheduler.core.objects import Pod
-from scheduler.core.plugins.topology.domains import level_column
+from scheduler.core.framework.label_columns import level_column
 from scheduler.core.pod_terms import PodTerm, WeightedPodTerm
 from scheduler.core.state import ClusterEvent, ClusterState, EventKind, NodeInfo
 

@@ -52,7 +52,8 @@ from scheduler.core.plugins.devices.columns import ClassColumns
 from scheduler.api.names import label_key_problem
 from scheduler.core.objects import TOPOLOGY_REQUIRED, GangTopology, Pod
 from scheduler.core.plugins.topology.args import TopologyPlacementArgs, level_name
-from scheduler.core.plugins.topology.domains import Chain, LevelView, level_column, level_view
+from scheduler.core.framework.label_columns import Chain, level_column
+from scheduler.core.plugins.topology.domains import LevelView, level_view
 from scheduler.core.resources import CPU, MEMORY, is_extended
 from scheduler.core.state import EventKind, NodeInfo
 
