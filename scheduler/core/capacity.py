@@ -368,19 +368,21 @@ def min_resource_class(state: ClusterState, name: str) -> tuple[bool, ResourceCl
 def class_free(state: ClusterState, info: NodeInfo, cls: ResourceClass, own: Set[str]) -> int:
     """What the node has free of ResourceClass `cls`'s resource for a group whose placed members
     are `own` (scheduler-plugins' minResources check counts what the group's own pods hold as
-    free: getNodeResource removes them from the node): its matching schedulable devices no other
-    pod or hold uses, no more per device resourceName than the node's count of it leaves beside
-    the others' use (`_offers`' limit, the planner's); of a sharing class, the slices the devices
-    no other pod holds whole have room for beside the others' slices."""
+    free: getNodeResource removes them from the node; and reads the snapshot, which has no
+    nominated pod: a nominated preemptor's hold uses nothing here): its matching schedulable
+    devices no other real holder uses, no more per device resourceName than the node's count of
+    it leaves beside the others' use (`_offers`' limit, the planner's); of a sharing class, the
+    slices the devices no other real holder holds whole have room for beside the others' slices."""
     ledger = state.ledger
     sharing = cls.sharing
     free: Counter[str] = Counter()
     for device in state.class_devices(info, cls.name):
         use = ledger.use.get(device.name)
-        if use is not None and use.exclusive - own:
+        whole, sliced = ledger.holders(use) if use is not None else (set(), set())
+        if whole - own:
             continue
         if sharing is None:
-            if use is None or not use.shared.keys() - own:
+            if not sliced - own:
                 free[device.resource_name] += 1
             continue
         capacity = device.capacity.get(sharing.dimension)
@@ -388,7 +390,7 @@ def class_free(state: ClusterState, info: NodeInfo, cls: ResourceClass, own: Set
             continue
         used = ledger.shared_use(use, sharing.dimension)
         if use is not None:
-            for uid in use.shared.keys() & own:
+            for uid in use.shared.keys() - (sliced - own):  # the group's own slices and the holds'
                 held = ledger.by_dimension(use.shared[uid])
                 used -= held.get(sharing.dimension, 0) + held.get("", 0)
         free[device.resource_name] += max(0, int((capacity - used) // sharing.unit))
@@ -402,23 +404,32 @@ def class_free(state: ClusterState, info: NodeInfo, cls: ResourceClass, own: Set
             room += count
             continue
         # the node's count of it less what others use: the group's own plain requests and devices are free
-        room += max(0, min(count, allocatable[resource] - info.used(resource) + own_used(state, info, own, resource)))
+        room += max(0, min(count, allocatable[resource] - info.real_used(resource)
+                           + own_used(state, info, own, resource)))
     return room
 
 
 def own_used(state: ClusterState, info: NodeInfo, own: Set[str], resource: str) -> int:
-    """What of the node's `info.used(resource)` the group whose placed members are `own` holds
-    itself, and so counts as free (scheduler-plugins' getNodeResource removes the group's own pods
-    from the node): its members' requests of it as charged — a request their devices stand for
-    is charged as those devices alone (`ledger.counted_requests`) — and the devices counted as it
-    that only its members hold, whole or in slices, through a class or a plain request. Not the
-    members' requests as written: a request a shared device stands for would free the device
-    another pod still holds a slice of, and a class's device would not be freed at all."""
+    """What of the node's `info.real_used(resource)` the group whose placed members are `own`
+    holds itself, and so counts as free (scheduler-plugins' getNodeResource removes the group's
+    own pods from the node): its members' requests of it as charged — a request their devices
+    stand for is charged as those devices alone (`ledger.counted_requests`) — and the devices
+    counted as it that only its members hold (nominated preemptors' holds aside: not in
+    `real_used`), whole or in slices, through a class or a plain request, on the node's own
+    devices or by the name of a device kept elsewhere (`ledger.counted_elsewhere`). Not the members'
+    requests as written: a request a shared device stands for would free the device another pod
+    still holds a slice of, and a class's device would not be freed at all."""
     ledger = state.ledger
-    requested = sum(state.placements[uid].requests.get(resource, 0) for uid in info.pods & own)
-    return requested + sum(1 for name in info.devices if ledger.counted_as(name) == resource
-                           and (use := ledger.use.get(name)) is not None and use.busy
-                           and not (use.exclusive | use.shared.keys()) - own)
+    held = sum(state.placements[uid].requests.get(resource, 0) for uid in info.pods & own)
+    for name in info.devices:
+        use = ledger.use.get(name)
+        if use is None or ledger.counted_as(name) != resource:
+            continue
+        whole, sliced = ledger.holders(use)
+        if (whole or sliced) and not (whole | sliced) - own:
+            held += 1
+    return held + sum(1 for counted, holders in ledger.counted_elsewhere(info) if counted == resource
+                      and not holders - own)
 
 
 def never_fits_key(state: ClusterState, pod: Pod) -> tuple[object, ...] | None:

@@ -1,7 +1,8 @@
 """What a gang's minResources check frees of a node for the group (`capacity.own_used`) is what
-the group's placed members use there: never more than the node's use of that resource, never
-less than nothing, and for a resource no device of the node counts as, exactly their charged
-requests (scheduler-plugins' getNodeResource takes the group's own pods off the node).
+the group's placed members use there: never more than the node's real holders use of that
+resource (a nominated preemptor's hold is no use the check counts), never less than nothing,
+and for a resource no device of the node counts as, nor a GPU kept elsewhere, exactly their
+charged requests (scheduler-plugins' getNodeResource takes the group's own pods off the node).
 
 Checked after every event of the invariants' random streams (gangs, classes, shared and whole
 GPUs, deletions), for every gang and every node and resource the nodes know."""
@@ -26,9 +27,10 @@ class _Checked(inv.Harness):
                 resources = set(info.requested) | set(info.busy) | {ledger.counted_as(name) for name in info.devices}
                 for resource in resources:
                     freed = own_used(state, info, own, resource)
-                    inv.check(0 <= freed <= info.used(resource),
-                              f"gang {key} frees {freed} of {resource} on {info.name}, which uses {info.used(resource)}")
-                    if not any(ledger.counted_as(name) == resource for name in info.devices):
+                    inv.check(0 <= freed <= info.real_used(resource), f"gang {key} frees {freed} of {resource} on "
+                                                                      f"{info.name}, which uses {info.real_used(resource)}")
+                    if not any(ledger.counted_as(name) == resource for name in info.devices) and not any(
+                            counted == resource for counted, _ in ledger.counted_elsewhere(info)):
                         charged = sum(state.placements[uid].requests.get(resource, 0) for uid in info.pods & own)
                         inv.check(freed == charged, f"gang {key} frees {freed} of {resource} on {info.name}, "
                                                     f"its members charged {charged}")

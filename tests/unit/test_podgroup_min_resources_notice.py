@@ -10,11 +10,14 @@ only Event is `Timeout`. A trial's PodGroup asking 40 GPUs of a cluster with 8 s
 
 from __future__ import annotations
 
+import copy
 import json
 from typing import Any
 
 from scheduler.core import annotations as ann
+from scheduler.core.plugins import coscheduling
 from scheduler.core.plugins.coscheduling import resource_gap
+from scheduler.core.scheduler import Scheduler
 from scheduler.sim import builders as b
 from tests.helpers import BINPACK, Run, config
 
@@ -514,3 +517,66 @@ def test_the_groups_own_plain_request_a_shared_device_stands_for_frees_no_device
     assert "nvidia.com/gpu" not in run.state.placements[own.uid].requests
     assert run.state.nodes["n1"].used("nvidia.com/gpu") == 1
     assert resource_gap(run.state, own, {"nvidia.com/gpu": 1}, 1) == "resource gap: map[nvidia.com/gpu:1]"
+
+
+def _boss_nominated_beside_a_terminating_victim(boss_priority: int) -> Scheduler:
+    """n1 (4 GPUs) runs `victim` (2 GPUs, priority -1); `boss` (4 GPUs, pinned to n1) preempts it
+    and is nominated there while it terminates, its hold of 4 counted on n1; n2 (4 GPUs) is empty."""
+    core = Scheduler(config(BINPACK), seed=0)
+    victim = b.pod("victim", limits={"nvidia.com/gpu": 2}, node_name="n1", phase="Running", priority=-1)
+    for obj in (b.node("n1", gpus=4), b.node("n2", gpus=4), victim,
+                b.pod("boss", limits={"nvidia.com/gpu": 4}, priority=boss_priority, spec_extra=_on("n1"))):
+        core.apply("ADDED", obj, 0.0)
+    [attempt] = core.schedule_next(0.0)
+    assert attempt.nominated_node == "n1" and [v.meta.name for v in attempt.preempted] == ["victim"]
+    victim["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:01Z"
+    core.apply("MODIFIED", victim, 0.0)
+    assert b.uid_for("Pod", "default", "boss") in core.state.holds
+    return core
+
+
+def test_min_resources_do_not_count_nominated_pods_holds_as_used() -> None:
+    """scheduler-plugins' CheckClusterResource reads the scheduling cycle's snapshot
+    (PodGroupManager.PreFilter: snapshotSharedLister.NodeInfos(); getNodeResource: allocatable
+    less Requested of the snapshot's pods), which holds the bound and assumed pods only: the
+    nominated pods are added per node in Filter alone (framework.go RunFilterPluginsWithNominatedPods
+    / addGENominatedPods). Here the cluster has 2 GPUs free on n1 (beside the terminating victim)
+    and 4 on n2: a group asking `minResources` 6 passes upstream's PreFilter and its member (2
+    GPUs) is placed — on n2 beside a higher-priority nominee, anywhere beside a lower-priority one.
+    Tessera counted boss's hold of 4 as used too and refused the group "resource gap:
+    map[nvidia.com/gpu:4]"."""
+    for boss_priority in (0, 1000):
+        core = _boss_nominated_beside_a_terminating_victim(boss_priority)
+        group = b.podgroup("mid", 1)
+        group["spec"]["minResources"] = {"nvidia.com/gpu": "6"}
+        member = b.pod("mid-0", labels={PG_LABEL: "mid"}, limits={"nvidia.com/gpu": 2}, priority=100)
+        for obj in (group, member):
+            core.apply("ADDED", obj, 0.0)
+        pod = core.state.pod_by_key("default/mid-0")
+        assert coscheduling.waiting_message(core.state, pod) is None, boss_priority
+        assert resource_gap(core.state, pod, {"nvidia.com/gpu": 7}, 1) == "resource gap: map[nvidia.com/gpu:1]"
+        [attempt] = core.schedule_next(0.0)
+        assert attempt.pod.meta.name == "mid-0" and attempt.node is not None, (boss_priority, attempt.message)
+        assert boss_priority < 100 or attempt.node == "n2"
+
+
+def test_the_groups_own_gpu_kept_elsewhere_is_free_to_it() -> None:
+    """The group's one member holds n0's one GPU (through class v100) by a name the ledger keeps on
+    another node (its pod was moved to n9 and back: a ghost there, the GPU counted busy on n0 by
+    its deviceID under `nvidia.com/gpu`, `DeviceLedger.elsewhere`). getNodeResource removes the
+    group's own pods from the node, so its GPU is free to the group: `minResources` of 1
+    `nvidia.com/gpu` is met. Tessera counted it busy (no device of n0 names it, so `own_used`
+    missed it) and said "resource gap: map[nvidia.com/gpu:1]". Another group's it stays used."""
+    run = Run(config(BINPACK))
+    run.add(b.node("n0", gpus=1), b.device("n0", 0), b.resource_class("v100", {"model": "V100"}),
+            b.podgroup("g", 1), b.pod("p0", labels={PG_LABEL: "g"}, limits={V100: 1}))
+    member = run.state.pod_by_key("default/p0")
+    bound = copy.deepcopy(run.replay.pods[member.uid])
+    assert bound["spec"]["nodeName"] == "n0" and ann.DEVICES in bound["metadata"]["annotations"]
+    moved = copy.deepcopy(bound)
+    moved["spec"]["nodeName"] = "n9"
+    run.feed(b.event("MODIFIED", moved), b.event("MODIFIED", bound))
+    assert run.state.ledger.elsewhere.get("n0") and run.state.nodes["n0"].used("nvidia.com/gpu") == 1
+    assert resource_gap(run.state, member, {"nvidia.com/gpu": 1}, 1) is None
+    other = _waiting_member(run)
+    assert resource_gap(run.state, other, {"nvidia.com/gpu": 1}, 1) == "resource gap: map[nvidia.com/gpu:1]"

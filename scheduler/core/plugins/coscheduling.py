@@ -188,11 +188,16 @@ def resource_gap(state: ClusterState, pod: Pod, min_resources: Mapping[str, int]
     """scheduler-plugins' minResources check (PodGroupManager.PreFilter, CheckClusterResource):
     the group waits until the nodes' free resources together cover `minResources` and `pods:
     minMember`, counting what the group's own members hold as free. Free is a node's allocatable
-    less everything used of it (negative on an overcommitted node, as upstream's sum) but what the
-    group's members hold: their charged requests and the devices counted as it that only they
-    hold, a class's devices too (`capacity.own_used`); of a ResourceClass's resource, which the
-    nodes need not allocate, the devices the class matches that others do not hold
-    (`capacity.class_free`)."""
+    less everything its bound and assumed pods use of it (negative on an overcommitted node, as
+    upstream's sum) but what the group's members hold: their charged requests and the devices
+    counted as it that only they hold, a class's devices too (`capacity.own_used`); of a
+    ResourceClass's resource, which the nodes need not allocate, the devices the class matches
+    that others do not hold (`capacity.class_free`). A nominated preemptor's hold is not counted
+    (`NodeInfo.real_used`, `DeviceLedger.holders`), whatever its priority: upstream reads the
+    cycle's snapshot (getNodeResource: the snapshot NodeInfo's Requested and Pods), which holds
+    the bound and assumed pods only; nominated pods are added to a node in Filter alone
+    (kube-scheduler's RunFilterPluginsWithNominatedPods / addGENominatedPods), where the
+    members' own attempts here count those of their priority or higher too."""
     if not min_resources:
         return None
     wanted = cluster_wanted(min_resources, min_member)
@@ -209,7 +214,7 @@ def resource_gap(state: ClusterState, pod: Pod, min_resources: Mapping[str, int]
             elif served:
                 free = class_free(state, info, cls, own) if cls is not None else 0
             else:
-                free = info.node.allocatable.get(name, 0) - info.used(name) + own_used(state, info, own, name)
+                free = info.node.allocatable.get(name, 0) - info.real_used(name) + own_used(state, info, own, name)
             wanted[name] -= free
             if wanted[name] <= 0:
                 del wanted[name]

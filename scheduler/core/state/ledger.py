@@ -15,7 +15,7 @@ not when their objects are.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Container, Iterable
+from collections.abc import Callable, Container, Iterable, Set
 from dataclasses import dataclass, field, replace
 
 from scheduler.api.quantity import Amount, format_quantity
@@ -443,7 +443,6 @@ class DeviceLedger:
         (its ghost still counts where it is: more in use, never less)."""
         busy: dict[str, int] = {}
         held_busy: dict[str, int] = {}
-        busy_ids: set[str] = set()
         # per resourceName: the distinct GPUs (deviceIDs) described, and those no count may take
         # (unschedulable or in use) — what `NodeInfo.described` and `ClusterState.count_room` read
         described: dict[str, set[str]] = {}
@@ -458,22 +457,31 @@ class DeviceLedger:
             if use is not None and use.busy:
                 resource = self.counted_as(device.name)
                 busy[resource] = busy.get(resource, 0) + 1
-                busy_ids.add(device.device_id)
                 if self.held_only(use):
                     held_busy[resource] = held_busy.get(resource, 0) + 1
                 taken.setdefault(device.resource_name, set()).add(key)
             elif not device.schedulable:
                 taken.setdefault(device.resource_name, set()).add(key)
-        for device_id, holders in self.elsewhere.get(info.name, {}).items():
-            if device_id not in busy_ids:  # a GPU held by another GPU's name: it is in use here
-                resource = self.counted_as(min(holders.values()))
-                busy[resource] = busy.get(resource, 0) + 1
+        for resource, _ in self.counted_elsewhere(info):
+            busy[resource] = busy.get(resource, 0) + 1
         info.busy = busy
         info.held_busy = held_busy
         info.described_ids = {resource: len(ids) for resource, ids in described.items()}
         info.free_ids = {resource: len(ids - taken[resource]) if resource in taken else len(ids)
                          for resource, ids in described.items()}
         self._touch(info)
+
+    def counted_elsewhere(self, info: NodeInfo) -> list[tuple[str, Set[str]]]:
+        """The GPUs pods of the node hold by the name of a device kept elsewhere (`elsewhere`)
+        that count busy here (`refresh`), each under that name's resource with its holders: those
+        whose deviceID no busy device of the node names already."""
+        kept = self.elsewhere.get(info.name)
+        if not kept:
+            return []
+        busy_ids = {device.device_id for device in info.devices.values()
+                    if (use := self.use.get(device.name)) is not None and use.busy}
+        return [(self.counted_as(min(holders.values())), holders.keys())
+                for device_id, holders in kept.items() if device_id not in busy_ids]
 
     def held_only(self, use: DeviceUse | None) -> bool:
         """The device is busy only through nominated preemptors' holds: kept for them, but not in
