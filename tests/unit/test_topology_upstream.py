@@ -170,3 +170,42 @@ def test_a_basic_policy_podgroup_member_preempts_like_a_plain_pod() -> None:
     tries = [a for a in run.attempts if a.pod.meta.name == "wl-1"]
     assert [[p.key for p in a.preempted] for a in tries if a.preempted] == [["default/low"]], [a.message for a in tries]
     assert run.node_of("wl-1") == "n2", tries[-1].message
+
+
+# --- 6. the room check asks each member's own filters, not one member's for all -------------
+
+
+def test_one_members_anti_affinity_does_not_rule_out_nodes_for_the_rest() -> None:
+    """docs/topology.md: a domain's room counts "the nodes the members can use (the batch filters
+    of each distinct member)" — a union, never too strict. Members were told apart by requests,
+    selector, required node affinity and tolerations only, so a member differing in what other
+    filters read (here its pod anti-affinity) shared the first member's pass.
+
+    Rack "a": two 8-GPU nodes; a-0 runs a pod labelled app=x. A gang of 2 x 8 GPUs, required rack:
+    g-0 refuses nodes with an app=x pod, g-1 does not. g-1 on a-0 and g-0 on a-1 fit; with g-0's
+    usable rows standing for both, rack a held 1 member and the gang waited forever."""
+    run = Run(topology_config())
+    run.add(*[b.node(f"a-{i}", gpus=8, labels={BLOCK: "x", RACK: "a"}) for i in range(2)])
+    run.add(b.pod("blocker", node_name="a-0", phase="Running", labels={"app": "x"}))
+    anti = {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "x"}}, "topologyKey": "kubernetes.io/hostname"}]}}}
+    labels = b.gang_labels("g", 2)
+    run.add(b.pod("g-0", labels=labels, annotations={REQUIRED: RACK}, limits={"nvidia.com/gpu": 8},
+                  spec_extra=anti),
+            b.pod("g-1", labels=labels, annotations={REQUIRED: RACK}, limits={"nvidia.com/gpu": 8}))
+    assert (run.node_of("g-0"), run.node_of("g-1")) == ("a-1", "a-0"), run.last("g-0").message
+
+
+def test_a_members_labels_that_a_running_pods_anti_affinity_refuses_do_not_rule_out_nodes_for_the_rest() -> None:
+    """As above, with the member's labels: a-0 runs a pod refusing nodes with app=y pods, g-0 is
+    labelled app=y, g-1 is not (an indexed Job's members differ in labels alone). g-1 on a-0 and g-0
+    on a-1 fit; with labels outside the members' form, g-0's rows stood for g-1's."""
+    run = Run(topology_config())
+    run.add(*[b.node(f"a-{i}", gpus=8, labels={BLOCK: "x", RACK: "a"}) for i in range(2)])
+    anti = {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "y"}}, "topologyKey": "kubernetes.io/hostname"}]}}}
+    run.add(b.pod("guard", node_name="a-0", phase="Running", spec_extra=anti))
+    labels = b.gang_labels("g", 2)
+    run.add(b.pod("g-0", labels={**labels, "app": "y"}, annotations={REQUIRED: RACK}, limits={"nvidia.com/gpu": 8}),
+            b.pod("g-1", labels=labels, annotations={REQUIRED: RACK}, limits={"nvidia.com/gpu": 8}))
+    assert (run.node_of("g-0"), run.node_of("g-1")) == ("a-1", "a-0"), run.last("g-0").message
