@@ -32,6 +32,12 @@ ExactResources = dict[str, Amount]
 
 _NATIVE = frozenset({CPU, MEMORY, EPHEMERAL_STORAGE, PODS})
 
+# The whole-GPU resources the vendors' device plugins publish (Kubernetes "Schedule GPUs":
+# amd.com/gpu, nvidia.com/gpu; Intel's GPU plugin: gpu.intel.com/i915, and gpu.intel.com/xe for
+# its xe driver). What a profile's score must count to say where GPU pods go (`gpu_scoring_notices`):
+# known by name, as a configuration is read before any node or ResourceClass is.
+GPU_RESOURCES = frozenset({"amd.com/gpu", "gpu.intel.com/i915", "gpu.intel.com/xe", "nvidia.com/gpu"})
+
 
 def is_extended(name: str) -> bool:
     """Extended (scalar) resources: anything fully qualified outside `kubernetes.io`, plus hugepages."""

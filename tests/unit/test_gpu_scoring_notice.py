@@ -30,7 +30,8 @@ GANGS = {"queueSort": {"enabled": [{"name": "Coscheduling"}], "disabled": [{"nam
 
 def _notice(name: str) -> str:
     return (f'profile "{name}" scores no GPUs: no plugin in it scores GPU placement (NodeResourcesFit with '
-            "nvidia.com/gpu in its scoringStrategy.resources, TesseraFragmentation, TesseraGpuPacking); GPU pods "
+            "a GPU resource (amd.com/gpu, gpu.intel.com/i915, gpu.intel.com/xe, nvidia.com/gpu) in its "
+            "scoringStrategy.resources, TesseraFragmentation, TesseraGpuPacking); GPU pods "
             "will be placed as the CPU/memory scores say (a --config file starts from kube-scheduler's defaults, "
             "not the built-in profile): see docs/configuration.md, 'To keep the built-in packing'")
 
@@ -59,6 +60,37 @@ def test_node_resources_fit_counts_when_its_resources_name_gpus_and_each_profile
     off = {"score": {"disabled": [{"name": "NodeResourcesFit"}]}}
     config = parse_config({**V1, "profiles": [{"schedulerName": "gpus", "pluginConfig": [fit], "plugins": off}]}, "t")
     assert gpu_scoring_notices(config) == {"gpus": _notice("gpus")}
+
+
+def _fit(*resources: str) -> dict[str, Any]:
+    return {"name": "NodeResourcesFit", "args": {"scoringStrategy": {"type": "MostAllocated", "resources": [
+        {"name": name, "weight": 1} for name in resources]}}}
+
+
+@pytest.mark.parametrize("gpu", ["amd.com/gpu", "gpu.intel.com/i915", "gpu.intel.com/xe"])
+def test_node_resources_fit_on_another_vendors_gpus_scores_gpus(gpu: str) -> None:
+    """The well-known GPU resource names of the vendors' device plugins (Kubernetes "Schedule
+    GPUs": amd.com/gpu, nvidia.com/gpu; Intel's plugin: gpu.intel.com/i915 and gpu.intel.com/xe).
+    A cluster of AMD GPUs packed by NodeResourcesFit was told its profile scores no GPUs."""
+    config = parse_config({**V1, "profiles": [{"pluginConfig": [_fit("cpu", gpu)]}]}, "t.yaml")
+    assert gpu_scoring_notices(config) == {}
+
+
+def test_node_resources_fit_on_other_extended_resources_does_not_score_gpus() -> None:
+    """A NIC or FPGA resource is no GPU: NodeResourcesFit packing it leaves GPU pods to cpu and memory."""
+    config = parse_config({**V1, "profiles": [{"pluginConfig": [_fit("cpu", "rdma/hca", "example.com/fpga")]}]}, "t")
+    assert gpu_scoring_notices(config) == {"tessera": _notice("tessera")}
+
+
+def test_the_device_plugins_score_alone_does_not_score_gpus() -> None:
+    """TesseraDevices (weight 1 in every profile that keeps upstream's score list) scores only pods
+    asking for a ResourceClass, by how full the class's devices get: a pod asking for nvidia.com/gpu
+    itself is left to the other scores. It is in the profile `make demo` split 3/1, so it must not
+    quiet the notice — even alone, at a higher weight."""
+    only = {"score": {"disabled": [{"name": "*"}], "enabled": [{"name": "TesseraDevices", "weight": 5}]}}
+    config = parse_config({**V1, "profiles": [{"plugins": only}]}, "t.yaml")
+    assert config.profiles[0].score_weights == {"TesseraDevices": 5}
+    assert gpu_scoring_notices(config) == {"tessera": _notice("tessera")}
 
 
 @pytest.mark.parametrize("path", [None, *sorted(str(p) for p in (ROOT / "config").glob("*.yaml"))])

@@ -59,7 +59,7 @@ from scheduler.core.plugins.interpod_affinity import InterPodAffinity
 from scheduler.core.plugins import pod_topology_spread
 from scheduler.core.plugins.pod_topology_spread import PodTopologySpread
 from scheduler.core.plugins.priority_sort import PrioritySort
-from scheduler.core.state.nodes import COUNTED_GPU
+from scheduler.core.resources import GPU_RESOURCES
 
 
 class NoArgs(BaseModel):
@@ -167,7 +167,7 @@ REGISTRY: tuple[PluginSpec, ...] = (
                           args_name=fit_args.LEGACY_ARGS_NAME, parse_args=fit_args.parse_legacy_args,
                           resolve=fit_args.resolve_legacy),
                GpuScore(lambda args: isinstance(args, fit_args.ScoringStrategy) and args.scores_gpus,
-                        f"with {COUNTED_GPU} in its scoringStrategy.resources")),
+                        f"with a GPU resource ({', '.join(sorted(GPU_RESOURCES))}) in its scoringStrategy.resources")),
     PluginSpec(Coscheduling, _with(Coscheduling, coscheduling.CoschedulingArgs),
                args=ArgsSpec(coscheduling.CoschedulingArgs, coscheduling.parse_args, coscheduling.ARGS_FIELDS,
                              coscheduling.ARGS_IGNORED)),
@@ -205,7 +205,9 @@ def gpu_scoring_notices(config: SchedulerConfig) -> dict[str, str]:
     `tessera simulate`'s stderr. Why: a `--config` file starts from kube-scheduler's defaults
     (NodeResourcesFit on cpu and memory, no TesseraFragmentation), so a file written only to
     change, say, the queue order lost the built-in GPU packing without a word (`make demo` split
-    its 4-GPU job 3/1)."""
+    its 4-GPU job 3/1). TesseraDevices does not count, although that profile scores with it: it
+    scores only pods asking for a ResourceClass, and left the demo's nvidia.com/gpu pods to cpu
+    and memory."""
     scoring = [spec for spec in REGISTRY if spec.gpu_score is not None]
     named = ", ".join(f"{spec.name} {spec.gpu_score.condition}".rstrip() for spec in scoring if spec.gpu_score)
     return {

@@ -13,8 +13,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from scheduler.api.config_reader import ArgsReader, Checks, forbidden, go_int, invalid, required, type_name, unsupported
-from scheduler.core.resources import PODS
-from scheduler.core.state.nodes import COUNTED_GPU
+from scheduler.core.resources import GPU_RESOURCES, PODS
 
 ScoringType = Literal["LeastAllocated", "MostAllocated", "RequestedToCapacityRatio"]
 SCORING_TYPES: tuple[ScoringType, ...] = ("LeastAllocated", "MostAllocated", "RequestedToCapacityRatio")
@@ -56,8 +55,9 @@ class ScoringStrategy(_Frozen):
     @property
     def scores_gpus(self) -> bool:
         """Does the score count GPUs (so it says where a GPU pod goes)? Upstream's default counts
-        cpu and memory only."""
-        return any(resource.name == COUNTED_GPU for resource in self.scored)
+        cpu and memory only; any vendor's GPU resource counts (not only nvidia.com/gpu: an AMD
+        cluster packed by MostAllocated on amd.com/gpu was told its profile scores no GPUs)."""
+        return any(resource.name in GPU_RESOURCES for resource in self.scored)
 
     @model_validator(mode="after")
     def _shape_matches_type(self) -> ScoringStrategy:
