@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 if TYPE_CHECKING:
@@ -33,8 +33,9 @@ class Handle(Protocol):
         """Whether the filter plugin `plugin` lets the pod on the node (it does when the
         profile runs no Filter of it, or its filter does not apply to the pod)."""
 
-    def usable_rows(self, ctx: PodContext) -> Bools:
-        """The rows no batch filter rules out for the pod now (a superset of where it fits)."""
+    def usable_rows(self, members: Sequence[PodContext]) -> Bools:
+        """The rows some of the pods may use now, as the filters judge each alone (a superset
+        of where each fits): a gang's nodes no member can use hold none of them."""
 
     def find(self, kind: Callable[..., T]) -> T | None:
         """Another plugin of this profile that implements `kind` (a protocol), if any."""

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import enum
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
 
@@ -157,6 +157,12 @@ class FilterPlugin(Plugin):
     def filter_applies(self, ctx: PodContext) -> bool:
         """False when the plugin can only pass this pod (it is then left out of its cycle)."""
         return True
+
+    def pod_form(self, ctx: PodContext) -> Hashable:
+        """What of the pod this filter reads: pods of equal forms pass it on the same nodes, so a
+        gang's members are asked once per form (`Handle.usable_rows`). By default the pod itself
+        (shared with no other pod): a plugin that says less must read no more than it says."""
+        return ctx.pod.uid
 
     def unresolvable_rows(self, table: NodeTable, ctx: PodContext, rows: Ints) -> Bools:
         """Of these node rows (each rejected by this plugin), those where no eviction could make

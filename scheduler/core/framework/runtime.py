@@ -19,7 +19,7 @@ runs both), and `--explain` shows this same path.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from itertools import chain
@@ -136,22 +136,33 @@ class ProfileRuntime:
         found = next((p for p in self.plugins.values() if isinstance(p, cast(type, kind))), None)
         return cast(T | None, found)
 
-    def usable_rows(self, ctx: PodContext) -> Bools:
-        """Batch filters first; a filter without a batch form then checks the rows left, one by
-        one (node affinity: what a gang's selector rules out is most of what a domain lacks)."""
+    def usable_rows(self, members: Sequence[PodContext]) -> Bools:
+        """Per distinct form of the members (the applicable filters' `pod_form`s: members that
+        differ only in what no filter reads are judged once), batch filters first; a filter
+        without a batch form then checks the rows left, one by one (node affinity: what a gang's
+        selector rules out is most of what a domain lacks). The union over the forms."""
         table = self.table
         table.sync()
-        alive, verdicts, lazy = self._batch_pass(ctx, [p for p in self.filters if p.filter_applies(ctx)])
-        for plugin in lazy:
-            verdict = verdicts.get(plugin.name)
-            if verdict is not None and verdict.fails is not None:
-                continue  # an inexact batch form: its rows left are a superset, which is all this needs
-            # (one that ruled out nothing, leaving the pod to its per-node form, is asked that)
-            passes = plugin.node_filter(ctx)
-            for row in np.flatnonzero(alive).tolist():
-                if passes(table.infos[row]) is not None:
-                    alive[row] = False
-        return alive
+        usable = np.zeros(table.size, np.bool_)
+        seen: set[Hashable] = set()
+        for ctx in members:
+            applicable = [p for p in self.filters if p.filter_applies(ctx)]
+            form = tuple((p.name, p.pod_form(ctx)) for p in applicable)
+            if form in seen:
+                continue
+            seen.add(form)
+            alive, verdicts, lazy = self._batch_pass(ctx, applicable)
+            for plugin in lazy:
+                verdict = verdicts.get(plugin.name)
+                if verdict is not None and verdict.fails is not None:
+                    continue  # an inexact batch form: its rows left are a superset, which is all this needs
+                # (one that ruled out nothing, leaving the pod to its per-node form, is asked that)
+                passes = plugin.node_filter(ctx)
+                for row in np.flatnonzero(alive).tolist():
+                    if passes(table.infos[row]) is not None:
+                        alive[row] = False
+            usable |= alive
+        return usable
 
     def node_hint(self, plugin: str) -> QueueingHint:
         return partial(self._own_rule_on_node, plugin)

@@ -419,6 +419,11 @@ class InterPodAffinity(FilterPlugin, ScorePlugin):
         self._cached = (ctx.pod, state.touches, found)
         return found
 
+    def pod_form(self, ctx: PodContext) -> Hashable:
+        """Its terms, namespace and labels: the placed and nominated pods' anti-affinity terms match
+        those (its own hold and placement aside, which a gang's pending members do not have)."""
+        return ctx.pod.meta.namespace, tuple(sorted(ctx.pod.meta.labels.items())), ctx.pod.affinity, ctx.pod.anti_affinity
+
     def filter(self, ctx: PodContext, info: NodeInfo) -> Reasons | None:
         return self._filter(ctx.pod, self.counts(ctx), info)
 

@@ -20,7 +20,7 @@ matches nothing (upstream's LazyErrorNodeSelector).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 
 from scheduler.core.framework.cycle_state import PodContext
 from scheduler.core.framework.handle import Handle
@@ -52,6 +52,10 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin):
 
     def filter_applies(self, ctx: PodContext) -> bool:
         return bool(ctx.pod.node_selector) or ctx.pod.required_terms is not None
+
+    def pod_form(self, ctx: PodContext) -> Hashable:
+        """Its nodeSelector and required node affinity."""
+        return (tuple(sorted(ctx.pod.node_selector.items())), ctx.pod.required_terms)
 
     def filter(self, ctx: PodContext, info: NodeInfo) -> Reasons | None:
         node = info.node

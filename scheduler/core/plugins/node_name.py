@@ -7,7 +7,7 @@ configuration compatibility: profiles that enable or disable it load unchanged).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 
 from scheduler.core.framework.cycle_state import PodContext
 from scheduler.core.framework.interface import FilterPlugin, QueueingHint, Reasons, always
@@ -27,6 +27,10 @@ class NodeName(FilterPlugin):
 
     def filter_applies(self, ctx: PodContext) -> bool:
         return bool(ctx.pod.node_name)
+
+    def pod_form(self, ctx: PodContext) -> Hashable:
+        """Its spec.nodeName."""
+        return ctx.pod.node_name
 
     def filter(self, ctx: PodContext, info: NodeInfo) -> Reasons | None:
         return None if ctx.pod.node_name == info.name else (REASON,)

@@ -19,7 +19,7 @@ the nodes with any host port in use; only those are checked one by one.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Hashable, Iterable, Iterator, Mapping
 from typing import ClassVar
 
 import numpy as np
@@ -98,6 +98,10 @@ class NodePorts(FilterPlugin):
 
     def filter_applies(self, ctx: PodContext) -> bool:
         return bool(ctx.pod.host_ports)  # upstream's PreFilter: Skip for a pod without host ports
+
+    def pod_form(self, ctx: PodContext) -> Hashable:
+        """Its host ports (its own, where placed, are not in use against it: gang members are pending)."""
+        return ctx.pod.host_ports
 
     def filter(self, ctx: PodContext, info: NodeInfo) -> Reasons | None:
         if fits(ctx.pod.host_ports, ports_in_use(self.handle.state, info, skip=ctx.pod.uid)):

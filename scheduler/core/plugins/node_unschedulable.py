@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 
 import numpy as np
 
@@ -45,6 +45,10 @@ class NodeUnschedulable(FilterPlugin):
 
     def queueing_hints(self) -> Mapping[EventKind, QueueingHint]:
         return dict.fromkeys((EventKind.NODE_ADDED, EventKind.NODE_UPDATED), self.handle.node_hint(self.name))
+
+    def pod_form(self, ctx: PodContext) -> Hashable:
+        """Its tolerations (`tolerates_cordon`)."""
+        return ctx.pod.tolerations
 
     def filter(self, ctx: PodContext, info: NodeInfo) -> Reasons | None:
         node = info.node

@@ -427,6 +427,10 @@ class PodTopologySpread(FilterPlugin, ScorePlugin):
         node = state.nodes[where.node].node if where is not None else None
         return tally.counts(_share(pod, constraints, node, (pod.uid,), state.pods) if node is not None else None)
 
+    def pod_form(self, ctx: PodContext) -> Hashable:
+        """What its counts depend on (`signature`) and its labels (its own match of each constraint)."""
+        return signature(ctx.pod, ctx.pod.spread), tuple(sorted(ctx.pod.meta.labels.items()))
+
     def filter(self, ctx: PodContext, info: NodeInfo) -> Reasons | None:
         """The node's verdict with the preemptors nominated to it (`ClusterState.nominated_on`, the
         one home InterPodAffinity reads too; the pod's own aside) added: addGENominatedPods for

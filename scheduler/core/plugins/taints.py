@@ -8,7 +8,7 @@ no taints at all; the table marks the ones that do, and only those are checked o
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from typing import ClassVar
 
 import numpy as np
@@ -81,6 +81,10 @@ class TaintToleration(FilterPlugin, ScorePlugin):
 
     def queueing_hints(self) -> Mapping[EventKind, QueueingHint]:
         return dict.fromkeys((EventKind.NODE_ADDED, EventKind.NODE_UPDATED), self.handle.node_hint(self.name))
+
+    def pod_form(self, ctx: PodContext) -> Hashable:
+        """Its tolerations."""
+        return ctx.pod.tolerations
 
     def filter(self, ctx: PodContext, info: NodeInfo) -> Reasons | None:
         node = info.node

@@ -16,7 +16,7 @@ and how full that leaves them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import ClassVar
 
 import numpy as np
@@ -79,6 +79,11 @@ class TesseraDevices(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, 
 
     def filter_applies(self, ctx: PodContext) -> bool:
         return bool(ctx.device_requests)
+
+    def pod_form(self, ctx: PodContext) -> Hashable:
+        """Its device requests (by class, container and phases) and plain requests (a plain request of a
+        device's resource name shares its count)."""
+        return ctx.plain, tuple((r.container, r.resource_name, r.count, r.cls.name, r.phases) for r in ctx.device_requests)
 
     def filter(self, ctx: PodContext, info: NodeInfo) -> Reasons | None:
         return self.planner.filter_node(ctx, info)

@@ -8,7 +8,7 @@ uses requests with the non-zero CPU/memory defaults and the configured strategy
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from typing import ClassVar
 
 import numpy as np
@@ -63,6 +63,10 @@ class NodeResourcesFit(FilterPlugin, ScorePlugin):
         on_node = self.handle.node_hint(self.name)
         return {EventKind.NODE_ADDED: on_node, EventKind.NODE_UPDATED: on_node,
                 EventKind.ASSIGNED_POD_REMOVED: always}
+
+    def pod_form(self, ctx: PodContext) -> Hashable:
+        """Its plain requests."""
+        return (ctx.plain, ctx.empty_request)
 
     def filter(self, ctx: PodContext, info: NodeInfo) -> Reasons | None:
         node = info.node

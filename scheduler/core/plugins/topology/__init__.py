@@ -28,7 +28,6 @@ inside one topology domain. This plugin gives the cycle the domains to try the g
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from typing import ClassVar
 
 import numpy as np
@@ -56,7 +55,7 @@ from scheduler.core.plugins.topology.args import TopologyPlacementArgs, level_na
 from scheduler.core.framework.label_columns import Chain, level_column
 from scheduler.core.plugins.topology.domains import LevelView, level_view
 from scheduler.core.resources import CPU, MEMORY, is_extended
-from scheduler.core.state import ClusterState, EventKind, NodeInfo
+from scheduler.core.state import EventKind, NodeInfo
 
 NAME = "TopologyPlacement"
 
@@ -174,17 +173,10 @@ class TopologyPlacement(FilterPlugin, PlacementPlugin):
         return tuple(out)
 
     def _usable(self, members: Sequence[PodContext]) -> Bools:
-        """Rows some member's batch filters leave (never too strict: a filter without a batch form
-        rules out nothing), one pass per distinct member form (`_form`)."""
+        """Rows some member's filters leave (never too strict: a batch form that is inexact rules
+        out no more than its per-node form), each member as it is, outside any domain."""
         state = self.handle.state
-        usable = np.zeros(self.handle.table.size, np.bool_)
-        seen: set[str] = set()
-        for ctx in members:
-            form = _form(ctx.pod, state)
-            if form not in seen:
-                seen.add(form)
-                usable |= self.handle.usable_rows(prepare(ctx.pod, state.classes))
-        return usable
+        return self.handle.usable_rows([prepare(ctx.pod, state.classes) for ctx in members])
 
     def _bound_nodes(self, view: GangView) -> list[tuple[Pod, str, NodeInfo | None]]:
         """Each bound member, its node's name and the node (None when no Node object of that
@@ -263,20 +255,6 @@ class TopologyPlacement(FilterPlugin, PlacementPlugin):
             nodes = frozenset(table.infos[row].name for row in np.flatnonzero(mask).tolist())
             domains.append(Domain(word, level.paths[code], nodes, mask))
         return PlacementTier(word, tuple(domains), holds)
-
-
-def _form(pod: Pod, state: ClusterState) -> str:
-    """What the filters may read of a member, as text: the whole pod but its name and version
-    stamps, where members of one template alone differ. Labels, namespace, pod (anti-)affinity,
-    spread constraints, host ports and devices all decide which rows a member can use: a key of a
-    few fields let one member's anti-affinity stand for the rest, and a rack they fit in was
-    refused. Its uid counts only while the state keeps room or a place for it (a filter sets the
-    pod's own hold or placement aside). Equal text is an equal pod; unequal text of an equal pod
-    (labels in another order) costs a pass, never a row."""
-    own = pod.uid in state.holds or pod.uid in state.placements
-    meta = replace(pod.meta, name="", uid=pod.uid if own else "", resource_version="", creation_timestamp="",
-                   generation=0)
-    return repr(replace(pod, meta=meta))
 
 
 def _slots(table: NodeTable, free: list[Ints], demand: np.ndarray) -> Ints:

@@ -1,0 +1,48 @@
+"""A gang's usable nodes (`TopologyPlacement._usable`: the rows some member's filters leave) are
+asked once per member form; members whose filters differ must not share a form, or the nodes only
+the later ones may use hold none of them and a domain that fits the gang is refused."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scheduler.sim import builders as b
+from tests.helpers import Run
+from tests.replay.test_topology import RACK, rack_nodes, racks_of, topology_config
+
+REQUIRED = "tessera.dev/topology-required"
+HOSTNAME = "kubernetes.io/hostname"
+
+
+def _member(name: str, labels: dict[str, str], **extra: Any) -> dict[str, Any]:
+    return b.pod(name, labels={**b.gang_labels("g", 3), **labels}, annotations={REQUIRED: RACK},
+                 limits={"nvidia.com/gpu": 2}, **extra)
+
+
+def test_a_member_repelled_from_a_node_leaves_it_usable_for_members_the_repelling_pod_does_not_match() -> None:
+    """a-r1-0 has 2 GPUs left beside x, whose anti-affinity repels role=lead there alone: the
+    lead goes to a-r1-1, one worker beside it, the other worker to a-r1-0 (the rack holds 3). With
+    the lead's nodes standing for the workers' too, the rack held 2 and the gang waited for good."""
+    run = Run(topology_config())
+    run.add(*rack_nodes({("a", "r1"): 2}))
+    anti = {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"role": "lead"}}, "topologyKey": HOSTNAME}]}}}
+    run.add(b.pod("x", scheduler="other", node_name="a-r1-0", phase="Running", limits={"nvidia.com/gpu": 2},
+                  spec_extra=anti))
+    run.add(_member("g-0", {"role": "lead"}), _member("g-1", {"role": "worker"}), _member("g-2", {"role": "worker"}))
+    assert racks_of(run, ["g-0", "g-1", "g-2"]) == {("a", "r1")}
+    assert run.node_of("g-0") == "a-r1-1"
+
+
+def test_a_member_whose_own_anti_affinity_rules_a_node_out_leaves_it_usable_for_the_others() -> None:
+    """The lead's own anti-affinity to x (app=db) rules a-r1-0 out for it alone."""
+    run = Run(topology_config())
+    run.add(*rack_nodes({("a", "r1"): 2}))
+    run.add(b.pod("x", scheduler="other", node_name="a-r1-0", phase="Running", labels={"app": "db"},
+                  limits={"nvidia.com/gpu": 2}))
+    anti = {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": HOSTNAME}]}}}
+    run.add(_member("g-0", {"role": "lead"}, spec_extra=anti), _member("g-1", {"role": "worker"}),
+            _member("g-2", {"role": "worker"}))
+    assert racks_of(run, ["g-0", "g-1", "g-2"]) == {("a", "r1")}
+    assert run.node_of("g-0") == "a-r1-1"
