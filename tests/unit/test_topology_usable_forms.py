@@ -46,3 +46,16 @@ def test_a_member_whose_own_anti_affinity_rules_a_node_out_leaves_it_usable_for_
             _member("g-2", {"role": "worker"}))
     assert racks_of(run, ["g-0", "g-1", "g-2"]) == {("a", "r1")}
     assert run.node_of("g-0") == "a-r1-1"
+
+
+def test_a_member_whose_host_port_is_taken_on_a_node_leaves_it_usable_for_members_without_it() -> None:
+    """x holds hostPort 8080 on a-r1-0: the lead, which asks for it, cannot go there; the workers can."""
+    run = Run(topology_config())
+    run.add(*rack_nodes({("a", "r1"): 2}))
+    port = {"name": "main", "resources": {"limits": {"nvidia.com/gpu": 2}},
+            "ports": [{"containerPort": 8080, "hostPort": 8080, "protocol": "TCP"}]}
+    run.add(b.pod("x", scheduler="other", node_name="a-r1-0", phase="Running", containers=[port]))
+    run.add(_member("g-0", {"role": "lead"}, containers=[port]), _member("g-1", {"role": "worker"}),
+            _member("g-2", {"role": "worker"}))
+    assert racks_of(run, ["g-0", "g-1", "g-2"]) == {("a", "r1")}
+    assert run.node_of("g-0") == "a-r1-1"
