@@ -15,9 +15,9 @@ inside one topology domain. This plugin gives the cycle the domains to try the g
   A node deleted under bound members pins by its last known labels (its pods run there until the
   pod GC removes them); a member bound to a node never seen leaves a required gang unplaceable
   (upstream: "cannot determine domain for already scheduled pods").
-- Candidates are the domains whose free capacity, on the nodes the members can use (the batch
-  filters of each member that differs in more than its name: selector, affinity, taints...), can hold the members
-  still needed; they are tried tightest first — fewest members that fit (per node, summed: Kueue's
+- Candidates are the domains whose free capacity, on the nodes the members can use (the
+  filters of each distinct member form, as the filters read the pod: `FilterPlugin.pod_form`), can hold the
+  members still needed; they are tried tightest first — fewest members that fit (per node, summed: Kueue's
   BestFit and LeastFreeCapacity count pods, not free capacity), then least free capacity of the
   gang's resources, extended resources first — so a gang takes the smallest domain it fits in and
   fragmentation scoring places each member inside it. The cycle keeps
