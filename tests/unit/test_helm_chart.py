@@ -34,6 +34,7 @@ import yaml
 
 from scheduler.api.config import ConfigError, load_config
 from scheduler.api.config_parse import V1_API_VERSION
+from scheduler.api.quantity import QuantityError, parse_quantity
 from scheduler.core.framework.interface import extends
 from scheduler.core.plugins.registry import REGISTRY
 from tests import dashboard
@@ -419,6 +420,15 @@ def test_extra_args_cannot_override_the_flags_the_chart_sets(helm: Path, args: l
     ({"monitoring": {"prometheusRule": {"termFenceStuckFor": "5 minutes"}}},
      "/monitoring/prometheusRule/termFenceStuckFor"),
     ({"monitoring": {"serviceMonitor": {"enable": True}}}, "enable"),
+    # quantities (the apiserver refused the Deployment or DaemonSet at upgrade, in KBs of its JSON)
+    ({"scheduler": {"resources": {"limits": {"cpu": "banana"}}}}, "/scheduler/resources/limits/cpu"),
+    ({"scheduler": {"resources": {"limits": {"memory": "4GB"}}}}, "/scheduler/resources/limits/memory"),
+    ({"scheduler": {"resources": {"requests": {"cpu": "-1"}}}}, "/scheduler/resources/requests/cpu"),
+    ({"scheduler": {"resources": {"requests": {"ephemeral-storage": "1 Gi"}}}},
+     "/scheduler/resources/requests/ephemeral-storage"),
+    ({"agent": {"resources": {"requests": {"memory": "64mb"}}}}, "/agent/resources/requests/memory"),
+    ({"agent": {"resources": {"limits": {"cpu": True}}}}, "/agent/resources/limits/cpu"),
+    ({"scheduler": {"resources": {"limit": {"cpu": "1"}}}}, "limit"),
     # label keys (the apiserver refuses the Deployment, DaemonSet or monitoring object at install)
     ({"scheduler": {"nodeSelector": {"Bad Label!!": "x"}}}, "/scheduler/nodeSelector"),
     ({"agent": {"nodeSelector": {"example.com/": "true"}}}, "/agent/nodeSelector"),
@@ -1487,3 +1497,37 @@ def test_a_values_file_profile_without_plugin_config_is_told_what_to_add(helm: P
     assert ("If you used --set schedulerConfig.profiles[...]: Helm replaces the whole list, so the profile holds "
             "only the keys set; change a profile in a values file holding the whole profile "
             '(deploy/README.md, "Changing one weight")') in done.stderr
+
+
+# --- values the apiserver or Prometheus would refuse only later --------------------------------
+
+
+QUANTITIES = ["500m", "2", "1.5", ".5", "2.", "2Gi", "64Mi", "1e3", "1E-3", "1k", "10M", "+1", "100n", "3u",
+              "banana", "4GB", "64mb", "1 Gi", "-1", "1.2.3", "Gi", "1e", "1ki", "", "1K", "0x10", "1e3Gi"]
+
+
+def _quantity_schema() -> Obj:
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    return dict(schema["definitions"]["quantity"])
+
+
+@pytest.mark.parametrize("text", QUANTITIES)
+def test_the_schemas_quantity_is_the_apiservers(text: str) -> None:
+    """The schema's pattern takes exactly the quantities scheduler/api/quantity.py (the
+    apiserver's grammar) parses, less the negative ones, which the apiserver refuses in a
+    container's resources."""
+    try:
+        takes = parse_quantity(text) >= 0
+    except QuantityError:
+        takes = False
+    pattern = next(alt["pattern"] for alt in _quantity_schema()["anyOf"] if "pattern" in alt)
+    assert bool(re.search(pattern, text)) == takes, (text, pattern)
+
+
+def test_quantities_the_apiserver_takes_render(helm: Path) -> None:
+    resources = {"requests": {"cpu": 0.5, "memory": "+1Gi", "ephemeral-storage": "2Ti"},
+                 "limits": {"cpu": 2, "memory": "2G", "nvidia.com/gpu": "0"}}
+    docs = helm_template(helm, {"scheduler": {"resources": resources}, "agent": {"resources": resources}})
+    assert _containers(docs, "Deployment", "tessera-scheduler")["resources"] == resources
+
+
