@@ -429,6 +429,7 @@ def test_extra_args_cannot_override_the_flags_the_chart_sets(helm: Path, args: l
     ({"agent": {"resources": {"requests": {"memory": "64mb"}}}}, "/agent/resources/requests/memory"),
     ({"agent": {"resources": {"limits": {"cpu": True}}}}, "/agent/resources/limits/cpu"),
     ({"scheduler": {"resources": {"limit": {"cpu": "1"}}}}, "limit"),
+    ({"scheduler": {"podDisruptionBudget": {"minAvailable": "150%"}}}, "/scheduler/podDisruptionBudget/minAvailable"),
     # label keys (the apiserver refuses the Deployment, DaemonSet or monitoring object at install)
     ({"scheduler": {"nodeSelector": {"Bad Label!!": "x"}}}, "/scheduler/nodeSelector"),
     ({"agent": {"nodeSelector": {"example.com/": "true"}}}, "/agent/nodeSelector"),
@@ -562,12 +563,13 @@ def test_leader_election_timings_are_refused_at_install_exactly_when_tessera_run
 
 
 @pytest.mark.parametrize(("replicas", "min_available", "rendered_pdb"), [
-    (2, 1, True), (2, 2, False), (3, 2, True),
+    (2, 1, True), (3, 2, True),
     (2, "50%", True),    # 1 of 2 must stay: one eviction at a time
-    (2, "51%", False),   # ceil(1.02) = 2 of 2: no eviction ever
-    (2, "100%", False),
     (3, "60%", True),    # ceil(1.8) = 2 of 3
     (4, "75%", True),    # 3 of 4
+    (1, 1, False),       # one replica: no PDB (it would block every drain), as NOTES says
+    (1, "100%", False),
+    (0, 1, False),
 ])
 def test_a_pdb_is_rendered_only_when_it_allows_an_eviction(helm: Path, replicas: int, min_available: int | str,
                                                           rendered_pdb: bool) -> None:
@@ -580,6 +582,25 @@ def test_a_pdb_is_rendered_only_when_it_allows_an_eviction(helm: Path, replicas:
     assert bool(pdbs) == rendered_pdb, pdbs
     if pdbs:
         assert pdbs[0]["spec"]["minAvailable"] == min_available
+
+
+@pytest.mark.parametrize(("replicas", "min_available", "message"), [
+    (2, 2, "scheduler.podDisruptionBudget.minAvailable 2 keeps 2 of scheduler.replicas 2"),
+    (3, 5, "scheduler.podDisruptionBudget.minAvailable 5 keeps 5 of scheduler.replicas 3"),
+    (2, "51%", "scheduler.podDisruptionBudget.minAvailable 51% keeps 2 of scheduler.replicas 2"),  # ceil(1.02)
+    (2, "100%", "scheduler.podDisruptionBudget.minAvailable 100% keeps 2 of scheduler.replicas 2"),
+    (2, 0, "scheduler.podDisruptionBudget.minAvailable 0 keeps no replica"),
+    (3, "0%", "scheduler.podDisruptionBudget.minAvailable 0% keeps no replica"),
+])
+def test_a_pdb_that_allows_no_eviction_or_protects_nothing_is_refused(helm: Path, replicas: int,
+                                                                      min_available: int | str, message: str) -> None:
+    """A user trial: minAvailable 100% (or a number >= replicas) rendered no PodDisruptionBudget
+    and said nothing, and 0 rendered one that protects nothing. Both are a value the user chose that
+    the chart cannot honour: refused with the reason, as other impossible values are."""
+    error = helm_template_error(helm, {"scheduler": {"replicas": replicas,
+                                                     "podDisruptionBudget": {"minAvailable": min_available}}})
+    assert message in error, error
+    assert "scheduler.podDisruptionBudget.enabled: false" in error, error
 
 
 def test_the_image_can_be_pinned_by_digest(helm: Path) -> None:
