@@ -1552,3 +1552,58 @@ def test_quantities_the_apiserver_takes_render(helm: Path) -> None:
     assert _containers(docs, "Deployment", "tessera-scheduler")["resources"] == resources
 
 
+def test_a_prometheus_rule_reading_another_job_than_the_service_monitors_is_refused(helm: Path) -> None:
+    """A user trial: prometheusRule.job other than the ServiceMonitor's job (the Service's name)
+    made every rule read no series, and TesseraSchedulerDown fired forever."""
+    values = json.loads(json.dumps(MONITORING))
+    values["monitoring"]["prometheusRule"]["job"] = "tessera"
+    error = helm_template_error(helm, values)
+    assert ('monitoring.prometheusRule.job "tessera" is not the job "tessera-scheduler-metrics" of the '
+            "ServiceMonitor's series (monitoring.serviceMonitor.enabled)") in error, error
+    # without the chart's ServiceMonitor the job is the user's scrape config's: any name is taken
+    values["monitoring"]["serviceMonitor"]["enabled"] = False
+    assert rule_alerts(helm_template(helm, values))
+
+
+@pytest.mark.parametrize(("interval", "timeout", "refused"), [
+    ("30s", "40s", True), ("30s", "30s", False), ("1m", "45s", False), ("1m", "1m1s", True), ("1d", "2d", True),
+])
+def test_a_scrape_timeout_longer_than_the_interval_is_refused(helm: Path, interval: str, timeout: str,
+                                                              refused: bool) -> None:
+    """Prometheus refuses a scrape config whose timeout is longer than its interval ("scrape
+    timeout greater than scrape interval"): the ServiceMonitor installed and was never scraped."""
+    values = {"monitoring": {"serviceMonitor": {"enabled": True, "interval": interval, "scrapeTimeout": timeout}}}
+    if refused:
+        error = helm_template_error(helm, values)
+        assert (f"monitoring.serviceMonitor.scrapeTimeout {timeout} must not be longer than "
+                f"monitoring.serviceMonitor.interval {interval}") in error, error
+    else:
+        helm_template(helm, values)
+
+
+@pytest.mark.parametrize(("window", "lease", "interval", "refused"), [
+    ("3m", "30s", "30s", False),     # the defaults: 30 + 4.8 + 60 = 94.8s
+    ("1m", "30s", "30s", True),
+    ("95s", "30s", "30s", False),
+    ("94s", "30s", "30s", True),
+    ("3m", "2m", "30s", True),       # 120 + 4.8 + 60
+    ("3m", "30s", "1m", False),      # 30 + 4.8 + 120 = 154.8s
+    ("2m", "30s", "1m", True),
+])
+def test_a_failover_window_shorter_than_a_failover_is_refused(helm: Path, window: str, lease: str, interval: str,
+                                                              refused: bool) -> None:
+    """values.yaml's rule: failoverWindow is longer than a failover as Prometheus sees it
+    (leaseDuration + retryPeriod * 1.2 + two scrape intervals); shorter, TesseraPodsUnschedulable's
+    `for` started over at every failover."""
+    values = {"leaderElection": {"leaseDuration": lease, "renewDeadline": "20s", "retryPeriod": "4s"},
+              "monitoring": {"serviceMonitor": {"interval": interval},
+                             "prometheusRule": {"enabled": True, "failoverWindow": window}}}
+    if refused:
+        error = helm_template_error(helm, values)
+        assert (f"monitoring.prometheusRule.failoverWindow {window} must be longer than a failover as Prometheus "
+                f"sees it: leaderElection.leaseDuration {lease} + leaderElection.retryPeriod 4s * 1.2 + "
+                f"2 * monitoring.serviceMonitor.interval {interval}") in error, error
+    else:
+        assert rule_alerts(helm_template(helm, values))
+
+

@@ -119,12 +119,13 @@ moves the server away from the probes (a restart loop), a second --config ignore
 {{- end }}
 
 {{/*
-A Go duration (values.schema.json's pattern: "30s", "1m30s", "1500ms") in nanoseconds, as a float.
+A Go duration (values.schema.json's pattern: "30s", "1m30s", "1500ms") or a Prometheus one (also
+d, w and y: 24h, 7d, 365d) in nanoseconds, as a float.
 */}}
 {{- define "tessera.durationNs" -}}
-{{- $units := dict "ns" 1.0 "us" 1e3 "µs" 1e3 "ms" 1e6 "s" 1e9 "m" 6e10 "h" 3.6e12 }}
+{{- $units := dict "ns" 1.0 "us" 1e3 "µs" 1e3 "ms" 1e6 "s" 1e9 "m" 6e10 "h" 3.6e12 "d" 8.64e13 "w" 6.048e14 "y" 3.1536e16 }}
 {{- $total := 0.0 }}
-{{- range (regexFindAll "[0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h)" (toString .) -1) }}
+{{- range (regexFindAll "[0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h|d|w|y)" (toString .) -1) }}
 {{- $number := regexFind "^[0-9]+(\\.[0-9]+)?" . | float64 }}
 {{- $unit := regexReplaceAll "^[0-9]+(\\.[0-9]+)?" . "" }}
 {{- $total = addf $total (mulf $number (get $units $unit)) }}
@@ -265,5 +266,37 @@ one made without Helm carries none, and --take-ownership still adopts it.
 {{- $namespace := index $annotations "meta.helm.sh/release-namespace" | default "" }}
 {{- if and $name (or (ne $name .Release.Name) (ne $namespace .Release.Namespace)) }}
 {{- fail (printf "another Tessera release (%s in %s) owns ClusterRole tessera-scheduler: one release per cluster (two schedulers on the same GPU nodes can give one GPU to two pods). Add scheduler names as profiles of that release, or uninstall it first (deploy/README.md)" $name $namespace) }}
+{{- end }}
+{{- end }}
+
+{{/*
+Prometheus refuses a scrape config whose timeout is longer than its interval ("scrape timeout
+greater than scrape interval"): the ServiceMonitor would install and never be scraped.
+*/}}
+{{- define "tessera.checkScrapeTimeout" -}}
+{{- if gt (include "tessera.durationNs" .scrapeTimeout | float64) (include "tessera.durationNs" .interval | float64) }}
+{{- fail (printf "monitoring.serviceMonitor.scrapeTimeout %s must not be longer than monitoring.serviceMonitor.interval %s: Prometheus refuses such a scrape config (scrape timeout greater than scrape interval) and never scrapes the scheduler" .scrapeTimeout .interval) }}
+{{- end }}
+{{- end }}
+
+{{/*
+The alert rules against the values they depend on. With the chart's ServiceMonitor the series'
+job is its Service's name, and rules reading another job see nothing (TesseraSchedulerDown fires
+forever). failoverWindow must be longer than a failover as Prometheus sees it (values.yaml's
+rule: leaseDuration + retryPeriod * 1.2, client-go's jitter, + two scrape intervals), or
+TesseraPodsUnschedulable's `for` starts over at every failover.
+*/}}
+{{- define "tessera.checkAlertRules" -}}
+{{- $rule := .Values.monitoring.prometheusRule }}
+{{- $monitor := .Values.monitoring.serviceMonitor }}
+{{- if and $monitor.enabled (ne $rule.job "tessera-scheduler-metrics") }}
+{{- fail (printf "monitoring.prometheusRule.job %q is not the job \"tessera-scheduler-metrics\" of the ServiceMonitor's series (monitoring.serviceMonitor.enabled): its targets take the Service's name as job, so the rules would read no series and TesseraSchedulerDown would fire forever. Leave monitoring.prometheusRule.job at its default, or scrape with your own config under that job" $rule.job) }}
+{{- end }}
+{{- if .Values.leaderElection.enabled }}
+{{- $election := .Values.leaderElection }}
+{{- $failover := addf (include "tessera.durationNs" $election.leaseDuration | float64) (mulf (include "tessera.durationNs" $election.retryPeriod | float64) 1.2) (mulf (include "tessera.durationNs" $monitor.interval | float64) 2) }}
+{{- if le (include "tessera.durationNs" $rule.failoverWindow | float64) $failover }}
+{{- fail (printf "monitoring.prometheusRule.failoverWindow %s must be longer than a failover as Prometheus sees it: leaderElection.leaseDuration %s + leaderElection.retryPeriod %s * 1.2 + 2 * monitoring.serviceMonitor.interval %s = %gs (the rule in values.yaml); shorter, TesseraPodsUnschedulable's `for` starts over at every failover" $rule.failoverWindow $election.leaseDuration $election.retryPeriod $monitor.interval (divf $failover 1e9)) }}
+{{- end }}
 {{- end }}
 {{- end }}
