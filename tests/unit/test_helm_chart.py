@@ -1607,3 +1607,13 @@ def test_a_failover_window_shorter_than_a_failover_is_refused(helm: Path, window
         assert rule_alerts(helm_template(helm, values))
 
 
+@pytest.mark.parametrize("actions", [["Deny", "Warn"], ["Warn", "Audit", "Deny"]])
+def test_deny_and_warn_together_are_refused_with_the_apiservers_reason(helm: Path, actions: list[str]) -> None:
+    """A user trial: [Warn, Deny] was refused with only "'not' failed". The apiserver's
+    ValidatingAdmissionPolicyBinding validation words it."""
+    error = helm_template_error(helm, {"gpuPodPolicy": {"validationActions": actions}})
+    assert ("gpuPodPolicy.validationActions: must not contain both Deny and Warn (repeating the same validation "
+            "failure information in the API response and headers serves no purpose)") in error, error
+    assert "'not' failed" not in error
+
+
