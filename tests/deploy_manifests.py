@@ -148,8 +148,7 @@ def helm_template_args(values: Obj | None, directory: Path, namespace: str = NAM
 
 def kube_version_args() -> list[str]:
     """`helm template` renders for the pinned control plane's Kubernetes version. Without it Helm
-    assumes the version compiled into it, which a helm built without the release's ldflags has
-    as v1.20.0, below the chart's `kubeVersion`."""
+    assumes a version of its own (v1.37.0 for the cached v3.22.0), not the control plane's."""
     return ["--kube-version", K8S_VERSION]
 
 

@@ -1617,3 +1617,20 @@ def test_deny_and_warn_together_are_refused_with_the_apiservers_reason(helm: Pat
     assert "'not' failed" not in error
 
 
+def test_the_readme_says_which_kubernetes_version_helm_template_assumes(helm: Path, tmp_path: Path) -> None:
+    """deploy/README.md said a helm built without the release's ldflags assumes v1.20.0; the
+    cached one (no ldflags: GitCommit is empty) assumes another. The README names what this helm
+    prints for .Capabilities.KubeVersion."""
+    chart = tmp_path / "capabilities"
+    (chart / "templates").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: capabilities\nversion: 0.1.0\n")
+    (chart / "templates" / "kube.yaml").write_text("kube: {{ .Capabilities.KubeVersion.Version }}\n"
+                                                   "helm: {{ .Capabilities.HelmVersion.Version }}\n")
+    done = run_helm(helm, "template", str(chart))
+    assert done.returncode == 0, done.stderr
+    printed = yaml.safe_load(done.stdout.split("---", 1)[1])
+    readme = " ".join((CHART.parents[1] / "README.md").read_text().split())
+    assert "v1.20.0" not in readme
+    assert f"Helm {printed['helm']} assumes {printed['kube']}" in readme, printed
+
+
