@@ -1634,3 +1634,10 @@ def test_the_readme_says_which_kubernetes_version_helm_template_assumes(helm: Pa
     assert f"Helm {printed['helm']} assumes {printed['kube']}" in readme, printed
 
 
+def test_deploying_links_to_the_dev_cluster_path() -> None:
+    """docs/deploying.md had no way to try the chart locally: it links deploy/README.md's."""
+    assert "#### Trying the chart on a `tessera dev-cluster`" in (CHART.parents[1] / "README.md").read_text()
+    deploying = (CHART.parents[2] / "docs" / "deploying.md").read_text()
+    assert "(../deploy/README.md#trying-the-chart-on-a-tessera-dev-cluster)" in deploying
+
+
