@@ -1641,3 +1641,14 @@ def test_deploying_links_to_the_dev_cluster_path() -> None:
     assert "(../deploy/README.md#trying-the-chart-on-a-tessera-dev-cluster)" in deploying
 
 
+def test_changing_one_weight_says_when_set_merges_into_a_profile(helm: Path, tmp_path: Path) -> None:
+    """`--set profiles[0]...weight=5` replaces the list only when the profiles come from the
+    chart's defaults; with a values file holding them, Helm sets the key in that file's list item."""
+    done = _helm_set(helm, "template", "schedulerConfig.profiles[0].plugins.score.enabled[0].weight=5",
+                     values=CHART.parent / "values-one-weight.yaml")
+    assert done.returncode == 0, done.stderr
+    config = yaml.safe_load(_config_text([d for d in yaml.safe_load_all(done.stdout) if isinstance(d, dict)]))
+    assert config["profiles"][0]["plugins"]["score"]["enabled"] == [
+        {"name": "TesseraFragmentation", "weight": 5}, {"name": "TesseraDevices", "weight": 5}]
+    readme = " ".join((CHART.parents[1] / "README.md").read_text().split())
+    assert "with `-f` values holding `schedulerConfig.profiles`, Helm sets the key inside that list item" in readme

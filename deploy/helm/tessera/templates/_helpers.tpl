@@ -158,8 +158,8 @@ so that breaking them fails the install rather than every start of the scheduler
 
 {{/*
 Every profile states both its `plugins` and its `pluginConfig`. Helm replaces a list rather than
-merging it, so `--set schedulerConfig.profiles[0].schedulerName=x` renders a profile holding that
-one key: Tessera accepts it and runs upstream's default plugins and args (no
+merging it, so on the chart's default profiles (no -f file holding profiles, into which --set
+merges) `--set schedulerConfig.profiles[0].schedulerName=x` renders a profile holding that one key: Tessera accepts it and runs upstream's default plugins and args (no
 TesseraFragmentation) instead of the chart's, with no word said. (`--set ...enabled[0].weight=5`
 leaves a plugin entry without a name, which values.schema.json refuses.) Empty ones
 (`plugins: {}`, `pluginConfig: []`) ask for those defaults on purpose. The template cannot tell a values file from --set: the message says what to
