@@ -131,7 +131,7 @@ from scheduler.api.config_model import (
 from scheduler.api.names import DNS_LABEL, DNS_SUBDOMAIN
 from scheduler.core.objects import INT32_MAX
 from scheduler.core.framework.interface import EXTENSION_POINTS, FilterPlugin, PreFilterPlugin, extends
-from scheduler.core.plugins.registry import BY_NAME, REGISTRY, PluginSpec, enabled_in
+from scheduler.core.plugins.registry import BY_NAME, NOT_SUPPORTED, REGISTRY, PluginSpec, enabled_in
 
 __all__ = ["parse_config", "parse_leader_election", "SUPPORTED_API_VERSIONS"]
 
@@ -736,7 +736,9 @@ def _enabled_plugin(item: ArgsReader, point: str, supported: tuple[str, ...], le
     def read_name() -> str:
         written = _plugin_name(item)
         if written not in supported and written not in BY_NAME:  # a known one: upstream's framework error below
-            unsupported(item.at("name"), written, supported)
+            why = NOT_SUPPORTED.get(written)
+            unsupported(item.at("name"), written, supported,
+                        f"{written} is kube-scheduler's and not supported by Tessera: {why}" if why else "")
         name = _LEGACY_ENABLE_ALIASES.get(written, written) if legacy else written
         renamed = _LEGACY_POINT_RENAMED.get(point) if legacy else None
         kind = BY_NAME[name].kind

@@ -112,10 +112,11 @@ def required(path: str, detail: str = "") -> NoReturn:
     raise FieldError(path, f"Required value: {detail}" if detail else "Required value")
 
 
-def unsupported(path: str, value: object, supported: Iterable[str]) -> NoReturn:
-    """field.NotSupported: the valid values listed, when there are any."""
+def unsupported(path: str, value: object, supported: Iterable[str], note: str = "") -> NoReturn:
+    """field.NotSupported: the valid values listed, when there are any; then `note` (why), if any."""
     listed = ", ".join(json.dumps(s) for s in supported)
-    raise FieldError(path, f"Unsupported value: {fmt(value)}" + (f": supported values: {listed}" if listed else ""))
+    raise FieldError(path, f"Unsupported value: {fmt(value)}" + (f": supported values: {listed}" if listed else "")
+                     + (f"; {note}" if note else ""))
 
 
 def duplicate(path: str, value: object, detail: str = "") -> NoReturn:

@@ -485,7 +485,10 @@ FIT = "profiles[0].pluginConfig[0].args.scoringStrategy"
     (v1(clientConnection={"qps": "fast"}), "clientConnection.qps", "must be a number"),
     # plugins
     (profile(plugins={"score": {"enabled": [{"name": "ImageLocality"}]}}), "profiles[0].plugins.score.enabled[0].name",
-     'Unsupported value: "ImageLocality": supported values: "TaintToleration", "NodeAffinity", "NodeResourcesFit", "TesseraDevices", "PodTopologySpread", "InterPodAffinity", "TesseraFragmentation"'),
+     'Unsupported value: "ImageLocality": supported values: "TaintToleration", "NodeAffinity", "NodeResourcesFit", "TesseraDevices", "PodTopologySpread", "InterPodAffinity", "NodeResourcesBalancedAllocation", "TesseraFragmentation", "TesseraGpuPacking"; '
+     "ImageLocality is kube-scheduler's and not supported by Tessera: "),  # named as such, with why
+    (profile(plugins={"multiPoint": {"enabled": [{"name": "ImageLocality", "weight": 1}]}}), "profiles[0].plugins.multiPoint.enabled[0].name",
+     "ImageLocality is kube-scheduler's and not supported by Tessera: "),
     (profile(plugins={"score": {"enabled": [{"name": "NodeName"}]}}), "profiles[0].plugins.score.enabled[0].name",
      'plugin "NodeName" does not extend ScorePlugin plugin'),  # a known plugin: upstream's framework error
     (profile(plugins={"multiPoint": {"enabled": [{"name": "VolumeBinding"}]}}), "profiles[0].plugins.multiPoint.enabled[0].name", "Unsupported value"),
@@ -513,7 +516,7 @@ FIT = "profiles[0].pluginConfig[0].args.scoringStrategy"
     (profile(plugins={"scores": {}}), "profiles[0].plugins.scores", "unknown field"),
     # pluginConfig
     (profile(pluginConfig=[{"name": "NodeAffinity", "args": {}}]), "profiles[0].pluginConfig[0].name",
-     'Unsupported value: "NodeAffinity": supported values: "TopologyPlacement", "NodeResourcesFit", "Coscheduling", "TesseraDevices", "PodTopologySpread", "InterPodAffinity", "TesseraFragmentation"'),
+     'Unsupported value: "NodeAffinity": supported values: "TopologyPlacement", "NodeResourcesFit", "Coscheduling", "TesseraDevices", "PodTopologySpread", "InterPodAffinity", "NodeResourcesBalancedAllocation", "TesseraFragmentation"'),
     (profile(pluginConfig=[{"name": "InterPodAffinity", "args": {"hardPodAffinityWeight": 101}}]),
      "profiles[0].pluginConfig[0].args.hardPodAffinityWeight", "Invalid value: 101: not in valid range [0, 100]"),
     (profile(pluginConfig=[{"name": "TesseraFragmentation", "args": {"maxTaskTypes": 0}}]),

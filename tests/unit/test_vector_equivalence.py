@@ -76,6 +76,7 @@ def _workload(seed: int) -> list[tuple[str, dict[str, Any]]]:
 
 FRAGMENTATION = "fragmentation"  # upstream's default plugins plus TesseraFragmentation
 GPU_PACKING = "gpu-packing"  # LeastAllocated on cpu/memory plus TesseraGpuPacking
+BALANCED = "balanced"  # upstream's defaults plus NodeResourcesBalancedAllocation on cpu, memory and GPUs
 
 
 # profiles that turn filters off (the batch forms of the others still run), and the same profile
@@ -92,10 +93,15 @@ WITHOUT: dict[str, dict[str, Any]] = {
 def _config(name: str | None) -> SchedulerConfig:
     extra = {FRAGMENTATION: "TesseraFragmentation", GPU_PACKING: "TesseraGpuPacking"}.get(name or "")
     plugins = {"score": {"enabled": [{"name": extra, "weight": 5}]}} if extra else WITHOUT.get(name or "")
-    if plugins is None:
+    profile: dict[str, Any] = {"schedulerName": "tessera", "plugins": plugins}
+    if name == BALANCED:
+        profile["plugins"] = {"score": {"enabled": [{"name": "NodeResourcesBalancedAllocation", "weight": 5}]}}
+        profile["pluginConfig"] = [{"name": "NodeResourcesBalancedAllocation", "args": {"resources": [
+            {"name": "cpu"}, {"name": "memory"}, {"name": "nvidia.com/gpu"}]}}]
+    elif plugins is None:
         return load_config(name)
     return parse_config({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
-                         "profiles": [{"schedulerName": "tessera", "plugins": plugins}]}, str(name))
+                         "profiles": [profile]}, str(name))
 
 
 def _run(events: list[tuple[str, dict[str, Any]]], config: str | None, vectorized: bool,
@@ -112,7 +118,7 @@ def _run(events: list[tuple[str, dict[str, Any]]], config: str | None, vectorize
 
 @pytest.mark.parametrize("config", [None, "config/binpack.yaml", "config/spread.yaml", "config/gpu-cluster.yaml",
                                     "config/whole-nodes.yaml",
-                                    FRAGMENTATION, GPU_PACKING])
+                                    FRAGMENTATION, GPU_PACKING, BALANCED])
 @pytest.mark.parametrize("seed", range(8))
 def test_vector_path_equals_per_node_path(config: str | None, seed: int) -> None:
     events = _workload(seed)
@@ -133,7 +139,7 @@ def test_with_filters_disabled_the_vector_path_equals_the_per_node_path(config: 
     assert fast != _run(events, ALL_FILTERS, vectorized=True, explain=True)
 
 
-@pytest.mark.parametrize("config", [None, "config/gpu-cluster.yaml", GPU_PACKING])
+@pytest.mark.parametrize("config", [None, "config/gpu-cluster.yaml", GPU_PACKING, BALANCED])
 @pytest.mark.parametrize("seed", range(3))
 def test_explain_shows_the_same_scores_and_reasons_either_way(config: str | None, seed: int) -> None:
     events = _workload(seed)

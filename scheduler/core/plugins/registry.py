@@ -41,6 +41,7 @@ from scheduler.core.plugins.devices import TesseraDevices
 from scheduler.core.plugins.devices import args as device_args
 from scheduler.core.plugins.fit import NodeResourcesFit
 from scheduler.core.plugins.fit import args as fit_args
+from scheduler.core.plugins.fit import balanced
 from scheduler.core.plugins.fragmentation import TesseraFragmentation
 from scheduler.core.plugins.fragmentation import args as fragmentation_args
 from scheduler.core.plugins import gpu_packing
@@ -178,6 +179,10 @@ REGISTRY: tuple[PluginSpec, ...] = (
                         pod_topology_spread.FIELDS)),
     PluginSpec(InterPodAffinity, _with(InterPodAffinity, interpod_affinity.InterPodAffinityArgs), 2,
                ArgsSpec(interpod_affinity.InterPodAffinityArgs, interpod_affinity.parse_args, interpod_affinity.FIELDS)),
+    # upstream's default profile scores with it (weight 1); Tessera's does not (balanced.py says why)
+    PluginSpec(balanced.NodeResourcesBalancedAllocation, _with(balanced.NodeResourcesBalancedAllocation,
+                                                               balanced.BalancedAllocationArgs),
+               args=ArgsSpec(balanced.BalancedAllocationArgs, balanced.parse_args, balanced.FIELDS)),
     PluginSpec(TesseraFragmentation, _with(TesseraFragmentation, fragmentation_args.FragmentationArgs),
                args=ArgsSpec(fragmentation_args.FragmentationArgs, fragmentation_args.parse_args,
                              fragmentation_args.FIELDS), gpu_score=GpuScore()),
@@ -189,6 +194,13 @@ REGISTRY: tuple[PluginSpec, ...] = (
     PluginSpec(DefaultBinder, lambda handle, args: DefaultBinder()),  # a name only: Tessera binds (kube/binder.py)
 )
 BY_NAME: Mapping[str, PluginSpec] = {spec.name: spec for spec in REGISTRY}
+# kube-scheduler's plugins Tessera does not have, that a ported profile may enable -> why, said
+# when a file enables one (docs/not-supported.md)
+NOT_SUPPORTED: Mapping[str, str] = {
+    "ImageLocality": "it scores nodes by the container images they already hold (Node status.images), which "
+                     "Tessera does not read, and GPU placement outweighs an image pull; remove it from the profile "
+                     "(docs/not-supported.md)",
+}
 
 
 def enabled_in(profile: Profile) -> tuple[PluginSpec, ...]:

@@ -3,7 +3,9 @@
 Filtering uses actual requests (a node's free amount is allocatable minus requests minus devices
 handed out by class, so plain counts and class devices share e.g. `nvidia.com/gpu: 4`); scoring
 uses requests with the non-zero CPU/memory defaults and the configured strategy
-(`strategies.py`, upstream's arithmetic; `batch.py`, the same over the node table).
+(`strategies.py`, upstream's arithmetic; `batch.py`, the same over the node table). The package
+is upstream's noderesources: `balanced.py` is NodeResourcesBalancedAllocation, on the same
+(requested, allocatable) vectors.
 """
 
 from __future__ import annotations

@@ -106,16 +106,20 @@ def build_scorer(strategy: ScoringStrategy) -> Scorer:
     return requested_to_capacity_ratio(strategy.shape, weights)
 
 
-class FitScore:
-    """Score a node: (requested, allocatable) per configured resource, then the strategy.
+class ResourceAllocation:
+    """A node's (requested after the pod, requested before it, allocatable) per listed resource:
+    upstream's resourceAllocationScorer vectors, shared by NodeResourcesFit and
+    NodeResourcesBalancedAllocation.
 
-    The node's side of the vectors is cached per node generation and the pod's side per attempt,
-    so a score is a short loop of integer arithmetic.
+    `use_requested`: cpu and memory as requested (BalancedAllocation) rather than with the
+    non-zero defaults (Fit), on the node's side and the pod's. The node's side of the vectors is
+    cached per node generation and the pod's side per attempt, so a score is a short loop of
+    integer arithmetic.
     """
 
-    def __init__(self, strategy: ScoringStrategy) -> None:
-        self.resources = [r.name for r in strategy.scored]
-        self.scorer = build_scorer(strategy)
+    def __init__(self, resources: Sequence[str], *, use_requested: bool) -> None:
+        self.resources = list(resources)
+        self.use_requested = use_requested
         self._extended = [is_scalar(name) for name in self.resources]
         self._nodes: NodeCache[tuple[list[int], list[int]]] = NodeCache()
         self._pod: tuple[PodContext, list[int]] | None = None
@@ -130,9 +134,11 @@ class FitScore:
         requested: list[int] = []
         for name in self.resources:
             if name == CPU:
-                alloc, req = node.allocatable.get(CPU, 0), info.scoring_cpu
+                alloc = node.allocatable.get(CPU, 0)
+                req = info.requested.get(CPU, 0) if self.use_requested else info.scoring_cpu
             elif name == MEMORY:
-                alloc, req = node.allocatable.get(MEMORY, 0), info.scoring_memory
+                alloc = node.allocatable.get(MEMORY, 0)
+                req = info.requested.get(MEMORY, 0) if self.use_requested else info.scoring_memory
             elif name == EPHEMERAL_STORAGE:
                 alloc, req = node.allocatable.get(name, 0), info.requested.get(name, 0)
             else:
@@ -141,17 +147,21 @@ class FitScore:
             requested.append(req)
         return self._nodes.put(info, 0, (allocatable, requested))
 
-    def _pod_vector(self, ctx: PodContext) -> list[int]:
+    def pod_vector(self, ctx: PodContext) -> list[int]:
+        """The pod's requests of the listed resources (not to be changed by the caller)."""
         if self._pod is None or self._pod[0] is not ctx:
-            scoring = ctx.pod.scoring_requests
-            self._pod = (ctx, [scoring.get(name, 0) for name in self.resources])
+            source = ctx.pod.requests if self.use_requested else ctx.pod.scoring_requests
+            self._pod = (ctx, [source.get(name, 0) for name in self.resources])
         return self._pod[1]
 
-    def score(self, ctx: PodContext, info: NodeInfo) -> int:
+    def vectors(self, ctx: PodContext, info: NodeInfo) -> tuple[list[int], list[int], list[int]]:
+        """(requested with the pod, requested without it, allocatable); a resource left out (an
+        unrequested scalar one) reads 0 in all three, as upstream's zero allocatable."""
         node_alloc, node_requested = self._node_vectors(info)
-        pod_vector = self._pod_vector(ctx)
+        pod_vector = self.pod_vector(ctx)
         plan = ctx.plans.get(info.name)
         requested: list[int] = []
+        before: list[int] = []
         allocatable: list[int] = []
         for i, name in enumerate(self.resources):
             pod_request = pod_vector[i]
@@ -162,7 +172,21 @@ class FitScore:
             if pod_request == 0 and self._extended[i] and not uses_devices:
                 allocatable.append(0)  # unrequested scalar resources are skipped
                 requested.append(0)
+                before.append(0)
                 continue
             allocatable.append(node_alloc[i])
             requested.append(node_requested[i] + pod_request)
+            before.append(node_requested[i])
+        return requested, before, allocatable
+
+
+class FitScore(ResourceAllocation):
+    """NodeResourcesFit's score: the strategy over requests with the non-zero CPU/memory defaults."""
+
+    def __init__(self, strategy: ScoringStrategy) -> None:
+        super().__init__([r.name for r in strategy.scored], use_requested=False)
+        self.scorer = build_scorer(strategy)
+
+    def score(self, ctx: PodContext, info: NodeInfo) -> int:
+        requested, _, allocatable = self.vectors(ctx, info)
         return self.scorer(requested, allocatable)
