@@ -35,8 +35,8 @@ from scheduler.core.capacity import ClusterTotals, level_alone, never_fits, neve
 from scheduler.core.classes import ResourceClass
 from scheduler.core.objects import JSON, Device, Pod
 from scheduler.core.outcomes import BindingOutcomes
-from scheduler.core.plugins.coscheduling import (GroupStatus, group_status, reports_status, unschedulable_message,
-                                                 unschedulable_notice)
+from scheduler.core.plugins.coscheduling import (GroupStatus, group_status, placed_group, reports_status,
+                                                 scheduled_notice, unschedulable_message, unschedulable_notice)
 from scheduler.core.plugins.preemption.unfinished import UnfinishedEviction, unfinished_gang_evictions
 from scheduler.core.queue import GATED, IN_FLIGHT, QueuedPod, SchedulingQueue
 from scheduler.core.state import ClusterEvent, ClusterState, EventKind, Notice
@@ -356,6 +356,14 @@ class Scheduler:
         """What the PodGroup of the gang whose cycle made these `attempts` is to be told (a Warning
         Event live): its gang was tried and did not fit, in its members' words; None otherwise."""
         return unschedulable_notice(self._engine.state, attempts, self.cluster_totals())
+
+    def group_placed(self, attempts: list[Attempt]) -> str | None:
+        """The PodGroup whose gang the cycle that made these `attempts` placed (`placed_group`)."""
+        return placed_group(self._engine.state, attempts)
+
+    def group_scheduled_notice(self, key: str, nodes: list[str]) -> Notice | None:
+        """What the PodGroup `key` is told once a placement's Bindings all landed, on `nodes`."""
+        return scheduled_notice(self._engine.state, key, nodes)
 
     def cluster_totals(self) -> ClusterTotals:
         """What the schedulable nodes offer, in all and per topology domain as each pod's profile

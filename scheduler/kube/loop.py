@@ -73,6 +73,16 @@ class LoopStats:
     started: float = field(default_factory=time.monotonic)
 
 
+@dataclass(slots=True)
+class _Placement:
+    """One placement of a PodGroup's gang whose Bindings are out: the members not bound yet (uids),
+    the nodes of those bound, and the profile it was decided for (the Event's controller)."""
+
+    waiting: set[str]
+    nodes: list[str] = field(default_factory=list)
+    controller: str = ""
+
+
 class SchedulerLoop:
     def __init__(self, config: SchedulerConfig, http: KubeHttp, watch_http: KubeHttp, *, identity: str,
                  leader_term: Callable[[], Hashable | None] = lambda: 0, seed: int | None = None,
@@ -131,6 +141,9 @@ class SchedulerLoop:
         # a pod decided again at once after an outdated Binding: the time its attempt took so far,
         # and when (monotonic)
         self._carried_seconds: dict[str, tuple[float, float]] = {}
+        # gangs placed whose members' Bindings have not all landed, by PodGroup key: told `Scheduled`
+        # once they have (`_placement_answered`)
+        self._placing: dict[str, _Placement] = {}
         # Bindings the allocation gate holds, by pod uid: since when (monotonic clock), for the
         # permit wait's duration when it ends (upstream's WaitOnPermit)
         self._held_since: dict[str, float] = {}
@@ -274,6 +287,7 @@ class SchedulerLoop:
                 self.held.pod_gone(uid)
                 self._binding_attempts.pop(uid, None)
                 self._carried_seconds.pop(uid, None)
+                self._placement_answered(uid, None)
                 self._end_permit_wait(uid, "Unschedulable")  # upstream's deletePod -> RejectWaitingPod
         if event_type == "DELETED" and kind in ("ResourceClass", "PodGroup"):
             self._forget_status(str(kind), obj)
@@ -354,6 +368,7 @@ class SchedulerLoop:
         self.core.touch_all_groups()  # the wishes just dropped: the next term writes every group again
         self._binding_attempts.clear()
         self._carried_seconds.clear()
+        self._placing.clear()
         self._held_since.clear()
         # the queue gauges are the leader's (kube-scheduler exits on losing the lease, so its
         # series go away): a standby's would freeze at its last leading values
@@ -503,6 +518,10 @@ class SchedulerLoop:
     def _warn(self, notice: Notice, action: str, controller: str = "") -> None:
         """The notice as a Warning Event regarding its object (only by the leader); `controller`:
         the profile it was decided for, else the object's own (a pod's) or the first profile's."""
+        self._record_notice(notice, "Warning", action, controller)
+
+    def _record_notice(self, notice: Notice, event_type: str, action: str, controller: str = "") -> None:
+        """The notice as an Event of `event_type` regarding its object (`_warn`)."""
         if not self.is_leader() or not notice.key:
             return
         namespace, _, name = notice.key.rpartition("/")
@@ -510,7 +529,7 @@ class SchedulerLoop:
         if api_version is None:
             return
         self.events.record(ObjectRef(notice.kind, api_version, name, notice.namespace or namespace, notice.uid),
-                           "Warning", notice.reason, action, notice.message,
+                           event_type, notice.reason, action, notice.message,
                            controller=controller or self._controller(notice.uid))
 
     # --- scheduling --------------------------------------------------------------------------
@@ -660,6 +679,10 @@ class SchedulerLoop:
         if notice is not None:  # its gang did not fit: the PodGroup says why, as its members do
             log.debug("cycle.group_unschedulable", group=notice.key, message=notice.message)
             self._warn(notice, "Scheduling", controller=attempts[0].pod.scheduler_name)
+        placed = self.core.group_placed(attempts)
+        if placed is not None:  # told `Scheduled` once every member's Binding landed
+            self._placing[placed] = _Placement({attempt.pod.uid for attempt in attempts},
+                                               controller=attempts[0].pod.scheduler_name)
         gang = attempts[0].pod.gang if attempts else None
         if gang is None or not gang.from_podgroup:
             return
@@ -847,8 +870,30 @@ class SchedulerLoop:
         self.statuses.pod_waiting(namespace, name, SCHEDULER_ERROR, message,
                                   generation=pod.meta.generation if pod is not None else 0)
 
+    def _placement_answered(self, uid: str, node: str | None) -> None:
+        """A member of a placed gang was bound to `node`, or (None) was not and never will be by
+        this placement (refused, decided again, gone): once every member of the placement is bound
+        its PodGroup gets one Normal `Scheduled` (`coscheduling.scheduled_notice`); a placement
+        with a member not bound gets none (its gang is tried again, and told then)."""
+        key = next((key for key, placement in self._placing.items() if uid in placement.waiting), None)
+        if key is None:
+            return
+        placement = self._placing[key]
+        if node is None:
+            del self._placing[key]
+            return
+        placement.waiting.discard(uid)
+        placement.nodes.append(node)
+        if placement.waiting:
+            return
+        del self._placing[key]
+        notice = self.core.group_scheduled_notice(key, placement.nodes)
+        if notice is not None:
+            self._record_notice(notice, "Normal", "Binding", controller=placement.controller)
+
     def _on_bound(self, result: BindResult) -> None:
         binding = result.binding
+        self._placement_answered(binding.uid, binding.node if result.outcome is Outcome.BOUND else None)
         decided = self._binding_attempts.get(binding.uid)
         if decided is not None:  # Bind: DefaultBinder's status is Success or, for any failure, Error
             self.stopwatch.extension_point("Bind", "Success" if result.outcome is Outcome.BOUND else "Error",

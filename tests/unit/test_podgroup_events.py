@@ -84,3 +84,37 @@ async def test_a_gang_tried_again_joins_one_series_on_its_podgroup() -> None:
     assert event["series"]["count"] == 2
     assert len(api.of("POST", "/events")) == 4  # the PodGroup's and the three members' first Events
 
+
+
+def _scheduled_on_podgroups(api: FakeApi) -> list[dict[str, Any]]:
+    return [e for e in _regarding_podgroups(api) if e["reason"] == "Scheduled"]
+
+
+@pytest.mark.parametrize(("group", "member", "path", "api_version"), [
+    (b.podgroup("big", 3), plugins_gang_member, PLUGINS_LIST, "scheduling.x-k8s.io/v1alpha1"),
+    (b.workload_podgroup("big", 3), workload_gang_member, WORKLOAD_LIST, "scheduling.k8s.io/v1alpha2"),
+], ids=["scheduler-plugins", "workload-api"])
+async def test_a_placed_gang_gets_one_normal_scheduled_event_on_its_podgroup(
+        group: dict[str, Any], member: Callable[[str], dict[str, Any]], path: str, api_version: str) -> None:
+    """A user trial: a gang placed after Warnings (its preemption's `Unschedulable` while victims
+    terminated) showed only those Warnings on `kubectl describe pg`. Once every member's Binding
+    landed the PodGroup gets one Normal `Scheduled` (Volcano's reason for its PodGroups): how many
+    members went where, once per placement, not once per pod."""
+    api = FakeApi()
+    api.lists["/api/v1/nodes"] = [b.node("n1", gpus=8), b.node("n2", gpus=4)]
+    api.lists[path] = [group]
+    for i in range(3):
+        api.add_pod(member(f"big-{i}"))
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="test")  # type: ignore[arg-type]
+    async with anyio.create_task_group() as owner:
+        owner.start_soon(loop.run)
+        await until(lambda: bool(_scheduled_on_podgroups(api)))
+        await anyio.sleep(0.2)  # no second one follows
+        owner.cancel_scope.cancel()
+    [event] = _scheduled_on_podgroups(api)
+    assert event["regarding"] == {"kind": "PodGroup", "apiVersion": api_version, "name": "big",
+                                  "namespace": "default", "uid": group["metadata"]["uid"]}
+    assert (event["type"], event["action"]) == ("Normal", "Binding")
+    name = "default/big" if api_version.startswith("scheduling.x-k8s.io") else "default/scheduling.k8s.io/big"
+    assert event["note"] == f"Successfully assigned 3 members of pod group {name}: 2 to n1, 1 to n2"
+    assert len([e for e in api.events.values() if e["reason"] == "Scheduled"]) == 4  # and each member's own

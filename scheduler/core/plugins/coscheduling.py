@@ -24,6 +24,7 @@ group: M"), for the label form too (v0.18's own PreFilter said only "less than m
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
@@ -482,6 +483,40 @@ def unschedulable_notice(state: ClusterState, attempts: Sequence[Attempt], total
     if group is None:
         return None
     return _group_notice(group, and_never_fits(attempts[0].message, state, pod, totals))
+
+
+# the reason of the Normal Event a PodGroup gets once its gang's placement is bound: Volcano's for its
+# PodGroups (pkg/scheduler/cache/cache.go RecordJobStatusEvent, scheduling.PodGroupScheduled), and
+# the reason of the pod's own Event for its Binding
+GROUP_SCHEDULED_REASON = "Scheduled"
+
+
+def placed_group(state: ClusterState, attempts: Sequence[Attempt]) -> str | None:
+    """The key of the PodGroup whose gang this cycle placed (every attempt kept a node), or None:
+    the cycle was not such a gang's, it placed nothing, or the gang has no PodGroup object (the
+    label form: nothing to write an Event about)."""
+    if not attempts or any(a.node is None or a.gang_outcome != "placed" for a in attempts):
+        return None
+    group = state.gangs.podgroup_of(attempts[0].pod)
+    return group.key if group is not None else None
+
+
+def scheduled_notice(state: ClusterState, key: str, nodes: Sequence[str]) -> Notice | None:
+    """What the PodGroup `key` is told once every member one placement of its gang bound landed,
+    on `nodes` (one per member), or None when the PodGroup is gone. Without it a gang placed after
+    Warnings (its `Unschedulable`, a preemption's wait for its victims) showed only those Warnings
+    on `kubectl describe pg`: nothing said it was placed. scheduler-plugins writes no such Event
+    (its controller moves the phase only); Volcano writes `Scheduled` on every session ("pod group
+    is ready"); this one is written once per placement and names how many members went where, in
+    the words of the members' own `Scheduled` ("Successfully assigned ns/pod to node")."""
+    group = state.gangs.podgroups.get(key)
+    if group is None:
+        return None
+    where = ", ".join(f"{count} to {node}" for node, count in sorted(Counter(nodes).items()))
+    members = f"{len(nodes)} member" + ("" if len(nodes) == 1 else "s")
+    return Notice("PodGroup", gang_name(key), GROUP_SCHEDULED_REASON,
+                  f"Successfully assigned {members} of pod group {gang_name(key)}: {where}",
+                  group.meta.namespace, group.meta.uid, PODGROUP_API_VERSIONS[group.api])
 
 
 def _min_resources_notice(state: ClusterState, pod: Pod, totals: ClusterTotals) -> Notice | None:
