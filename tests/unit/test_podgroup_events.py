@@ -15,6 +15,7 @@ from typing import Any
 
 import anyio
 import pytest
+from structlog.testing import capture_logs
 
 from scheduler.api.config import load_config
 from scheduler.kube.http import KubeHttp
@@ -118,3 +119,27 @@ async def test_a_placed_gang_gets_one_normal_scheduled_event_on_its_podgroup(
     name = "default/big" if api_version.startswith("scheduling.x-k8s.io") else "default/scheduling.k8s.io/big"
     assert event["note"] == f"Successfully assigned 3 members of pod group {name}: 2 to n1, 1 to n2"
     assert len([e for e in api.events.values() if e["reason"] == "Scheduled"]) == 4  # and each member's own
+
+
+def test_a_gang_that_does_not_fit_is_one_debug_line_per_attempt() -> None:
+    """A user trial found nothing in the log while a gang stayed unschedulable. kube-scheduler logs
+    each failed attempt, "Unable to schedule pod; no fit; waiting" at V(2) (schedule_one.go
+    handleSchedulingFailure), which its default verbosity hides; Tessera's match is at debug: per
+    member `cycle.unschedulable`, and per gang attempt one `cycle.group_unschedulable` naming the
+    PodGroup with its Event's note (the gang's backoff paces them, as it paces the attempts)."""
+    loop = SchedulerLoop(load_config(None), KubeHttp(FakeApi()), KubeHttp(FakeApi()),  # type: ignore[arg-type]
+                         identity="test")
+    core = loop.core
+    for obj in (b.node("n1", gpus=4), b.node("n2", gpus=4), b.podgroup("big", 3),
+                *(plugins_gang_member(f"big-{i}") for i in range(3))):
+        core.apply("ADDED", obj, 0.0)
+    attempts = core.schedule_next(0.0)
+    assert attempts and all(a.node is None for a in attempts)
+    notice = core.group_notice(attempts)
+    assert notice is not None
+    with capture_logs() as logs:
+        loop._handle_cycle(attempts, 0.01)
+    [line] = [entry for entry in logs if entry["event"] == "cycle.group_unschedulable"]
+    assert line == {"event": "cycle.group_unschedulable", "log_level": "debug", "group": "default/big",
+                    "message": notice.message}
+    assert len([entry for entry in logs if entry["event"] == "cycle.unschedulable"]) == 3
