@@ -10,6 +10,7 @@ retried again and again joins one Event's series (the recorder's EventSeries), n
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -143,3 +144,23 @@ def test_a_gang_that_does_not_fit_is_one_debug_line_per_attempt() -> None:
     assert line == {"event": "cycle.group_unschedulable", "log_level": "debug", "group": "default/big",
                     "message": notice.message}
     assert len([entry for entry in logs if entry["event"] == "cycle.unschedulable"]) == 3
+
+
+async def test_a_placement_with_a_binding_refused_is_not_told_scheduled() -> None:
+    """A member's Binding refused (a webhook's 422): that placement is no `Scheduled`; the member,
+    tried again alone and bound, is its own placement of one."""
+    api = FakeApi()
+    api.lists["/api/v1/nodes"] = [b.node("n1", gpus=8), b.node("n2", gpus=4)]
+    api.lists[PLUGINS_LIST] = [b.podgroup("big", 3)]
+    for i in range(3):
+        api.add_pod(plugins_gang_member(f"big-{i}"))
+    api.fail_next("POST", "/binding", status=422)
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="test")  # type: ignore[arg-type]
+    async with anyio.create_task_group() as owner:
+        owner.start_soon(loop.run)
+        await until(lambda: bool(_scheduled_on_podgroups(api)))
+        await anyio.sleep(0.2)
+        owner.cancel_scope.cancel()
+    [event] = _scheduled_on_podgroups(api)
+    assert re.fullmatch(r"Successfully assigned 1 member of pod group default/big: 1 to n[12]", event["note"])
+    assert len([e for e in api.events.values() if e["reason"] == "Scheduled"]) == 4
