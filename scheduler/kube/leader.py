@@ -62,6 +62,17 @@ Where this deliberately differs from client-go, and why:
   election cannot survive a clock running slow (a skewed rate: libfaketime, CLOCK_MONOTONIC
   stopped across a suspended VM) while the Lease traffic is cut; the tokens can, for every pod
   the new leader fenced, bound or marked pending that this replica's watch shows it.
+
+Beyond client-go: the holder records the digest of the configuration it runs
+(`scheduler/api/config_effective.py`) on the Lease, in the annotations `tessera.dev/config-digest`
+and `tessera.dev/config-digest-holder` (its identity), sent with the create and update writes
+election makes anyway. Nothing reloads a configuration, so a ConfigMap changed by `helm upgrade`
+is not what the leader runs until it restarts; `kubectl tessera explain` and `what-if` compare
+the two (`lease_config_digest`). client-go reads and writes only the spec (leaselock.go: `Get`
+takes the record from the spec, `Update` replaces the spec of the Lease it read and PUTs its
+metadata back), so kube-scheduler-style tooling is unaffected; and a Go program or an older
+Tessera taking the Lease over keeps the annotations as they were: the holder annotation no longer
+names the holder then, and the digest reads as unknown.
 """
 
 from __future__ import annotations
@@ -105,6 +116,23 @@ DEFAULT_NAMESPACE = "kube-system"
 DEFAULT_LEASE_NAME = "tessera"
 
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
+
+CONFIG_DIGEST_ANNOTATION = "tessera.dev/config-digest"
+CONFIG_HOLDER_ANNOTATION = "tessera.dev/config-digest-holder"  # whose configuration the digest is
+
+
+def lease_config_digest(lease: dict[str, Any]) -> str:
+    """The configuration digest a Lease's holder records (see the module docstring); "" when it is
+    not known: no such annotation (a holder of another program, or a Tessera before it wrote one),
+    or one written for another holder than the Lease names (one who took it over without writing
+    its own), or no holder (released)."""
+    metadata, spec = lease.get("metadata"), lease.get("spec")
+    annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
+    holder = spec.get("holderIdentity") if isinstance(spec, dict) else None
+    if not isinstance(annotations, dict) or not isinstance(holder, str) or not holder:
+        return ""
+    digest = annotations.get(CONFIG_DIGEST_ANNOTATION)
+    return digest if isinstance(digest, str) and annotations.get(CONFIG_HOLDER_ANNOTATION) == holder else ""
 
 
 def default_identity() -> str:
@@ -168,6 +196,8 @@ class LeaderElector:
     and does not stop the election. ``on_new_leader`` gets every newly observed holder identity
     ("" after a release), like client-go's `OnNewLeader`. ``on_resumed`` is called when a Lease
     write settles a doubt (`saw_term`) and the term goes on: acting may resume now.
+    ``config_digest`` is recorded on the Lease with every write ("": none, and a digest another
+    holder left is removed).
     """
 
     def __init__(self, http: KubeHttp, *, namespace: str = DEFAULT_NAMESPACE, name: str = DEFAULT_LEASE_NAME,
@@ -178,6 +208,7 @@ class LeaderElector:
                  on_stopped_leading: Callable[[], None] | None = None,
                  on_new_leader: Callable[[str], None] | None = None,
                  on_resumed: Callable[[], None] | None = None,
+                 config_digest: str = "",
                  wall_clock: Callable[[], datetime] = _utc_now,
                  rng: random.Random | None = None) -> None:
         # client-go NewLeaderElector's validation, plus: the Lease stores whole seconds, so a
@@ -211,6 +242,7 @@ class LeaderElector:
         self._on_stopped_leading = on_stopped_leading
         self._on_new_leader = on_new_leader
         self._on_resumed = on_resumed
+        self._config_digest = config_digest
 
         self._observed = _Record()
         self._observed_raw: dict[str, Any] | None = None  # spec of the last GET
@@ -744,7 +776,8 @@ class LeaderElector:
     async def _create(self, record: _Record) -> Response:
         self._sent.append(record)
         body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                "metadata": {"name": self.name, "namespace": self.namespace}, "spec": record.to_spec()}
+                "metadata": self._metadata({"name": self.name, "namespace": self.namespace}),
+                "spec": record.to_spec()}
         self._request = f"POST {self._path()}"
         response = await self.http.request("POST", self._path(), body=body, timeout=self.request_timeout,
                                            limited=False)
@@ -757,10 +790,21 @@ class LeaderElector:
         if self._lease is None:
             return Response(409, b'{"message":"lease not initialized, call get or create first"}')
         self._sent.append(record)
-        body = {**self._lease, "apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "spec": record.to_spec()}
+        body = {**self._lease, "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                "metadata": self._metadata(self._lease.get("metadata") or {}), "spec": record.to_spec()}
         self._request = f"PUT {self._path()}/{self.name}"
         response = await self.http.request("PUT", f"{self._path()}/{self.name}", body=body,
                                            timeout=self.request_timeout, limited=False)
         if response.ok:
             self._lease = response.json()
         return response
+
+    def _metadata(self, metadata: dict[str, Any]) -> dict[str, Any]:
+        """`metadata` with this replica's configuration digest and identity in its annotations
+        (any other annotation kept), or without both when it records none."""
+        annotations = {key: value for key, value in (metadata.get("annotations") or {}).items()
+                       if key not in (CONFIG_DIGEST_ANNOTATION, CONFIG_HOLDER_ANNOTATION)}
+        if self._config_digest:
+            annotations |= {CONFIG_DIGEST_ANNOTATION: self._config_digest, CONFIG_HOLDER_ANNOTATION: self.identity}
+        kept = {key: value for key, value in metadata.items() if key != "annotations"}
+        return {**kept, "annotations": annotations} if annotations else kept

@@ -196,7 +196,7 @@ async def _run(args: argparse.Namespace, config: SchedulerConfig, http: KubeHttp
                                 renew_deadline=election.renew_deadline_seconds,
                                 retry_period=election.retry_period_seconds,
                                 on_started_leading=started, on_stopped_leading=stopped,
-                                on_resumed=resumed,
+                                on_resumed=resumed, config_digest=config_digest(config),
                                 on_new_leader=standing_by(identity, f"{election.resource_namespace}/{election.resource_name}",
                                                           takes_over_within, unrenewed_for))
     else:

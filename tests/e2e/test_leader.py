@@ -19,7 +19,7 @@ import pytest_asyncio
 
 from scheduler.kube.controlplane import LocalControlPlane
 from scheduler.kube.http import KubeHttp, connect
-from scheduler.kube.leader import LeaderElector
+from scheduler.kube.leader import LeaderElector, lease_config_digest
 
 NAMESPACE = "kube-system"
 LEASES = f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases"
@@ -30,7 +30,7 @@ MICRO_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
 class Candidate:
     """One elector running in its own task, counting its callbacks."""
 
-    def __init__(self, http: KubeHttp, lease: str, name: str) -> None:
+    def __init__(self, http: KubeHttp, lease: str, name: str, digest: str = "") -> None:
         self.started = 0
         self.stopped = 0
         self.leaders: list[str] = []
@@ -38,7 +38,7 @@ class Candidate:
             http, namespace=NAMESPACE, name=lease, identity=f"{name}_{secrets.token_hex(4)}",
             lease_duration=LEASE_DURATION, renew_deadline=RENEW_DEADLINE, retry_period=RETRY_PERIOD,
             on_started_leading=self._on_started, on_stopped_leading=self._on_stopped,
-            on_new_leader=self.leaders.append)
+            on_new_leader=self.leaders.append, config_digest=digest)
         self.task: asyncio.Task[None] | None = None
 
     def _on_started(self) -> None:
@@ -127,6 +127,28 @@ async def test_one_leader_and_the_lease_names_it(http: KubeHttp, lease: str) -> 
         assert later["renewTime"] > spec["renewTime"]  # the leader renews...
         assert later["acquireTime"] == spec["acquireTime"]  # ...without re-acquiring
         assert later["holderIdentity"] == leader.elector.identity
+    finally:
+        await a.crash()
+        await b.crash()
+
+
+async def test_the_holder_records_its_configuration_digest(http: KubeHttp, lease: str) -> None:
+    """What `kubectl tessera explain` compares with the ConfigMap: the leader's configuration
+    digest, on the Lease through a real apiserver's create and update; a standby taking over
+    writes its own."""
+    a, b = Candidate(http, lease, "a", "aaaaaaaaaaaa"), Candidate(http, lease, "b", "bbbbbbbbbbbb")
+    a.start()
+    try:
+        await _eventually(lambda: a.leading, 10, "a leads")
+        await asyncio.sleep(2 * RETRY_PERIOD)  # renewed since it created the Lease
+        response = await http.request("GET", f"{LEASES}/{lease}", limited=False)
+        assert lease_config_digest(response.json()) == "aaaaaaaaaaaa"
+        b.start()
+        await a.crash()
+        assert await a.elector.release()
+        await _eventually(lambda: b.leading, 10, "b takes over")
+        response = await http.request("GET", f"{LEASES}/{lease}", limited=False)
+        assert lease_config_digest(response.json()) == "bbbbbbbbbbbb"
     finally:
         await a.crash()
         await b.crash()
