@@ -22,7 +22,6 @@ from urllib.parse import quote
 import anyio
 
 from scheduler.api.config import BUILTIN_SOURCE, ConfigError, SchedulerConfig, load_config
-from scheduler.api.config_model import LeaderElectionConfig
 from scheduler.build_info import add_version_option
 from scheduler.closed_pipe import reader_gone
 from scheduler.first_few import first_few
@@ -34,7 +33,7 @@ from scheduler.kubectl import explain as explaining
 from scheduler.kubectl import explain_group as explaining_group
 from scheduler.kubectl import probe_pods, rollback, whatif
 from scheduler.kubectl.installed import DEFAULT_NAMESPACE, DRY_RUN_FALLBACK, ChosenConfig, installed_config
-from scheduler.kubectl.leadership import UNKNOWN, Leadership, leadership
+from scheduler.kubectl.leadership import UNKNOWN, Leadership, config_drift, leadership
 from scheduler.kubectl.other_profile import pending_left_out
 from scheduler.kubectl.output import FORMATS, dump
 from scheduler.kubectl.reference import (PODGROUP_TYPES, BadReference, Reference, chosen_note, not_found, not_found_hint,
@@ -199,14 +198,20 @@ def _lease_source(args: argparse.Namespace, chosen: ChosenConfig) -> str:
     return "the built-in configuration's"
 
 
-async def _leader(http: KubeHttp, election: LeaderElectionConfig | str, args: argparse.Namespace) -> Leadership | None:
-    """explain's and what-if's `Leader:` line: who schedules now, by the Lease `election` names
-    (unknown, saying why, when it is why the Lease is not known); the wait a watch of it takes is
-    said on stderr. A 403 names the shipped Role when the Lease is in --scheduler-namespace."""
+async def _leader(http: KubeHttp, installed: ChosenConfig, args: argparse.Namespace) -> Leadership | None:
+    """explain's and what-if's `Leader:` line: who schedules now, by the Lease of the `installed`
+    configuration (unknown, saying why, when that Lease is not known); the wait a watch of it takes
+    is said on stderr. A 403 names the shipped Role when the Lease is in --scheduler-namespace.
+    When the dry run uses the installed configuration (no --config, and it was read), a leader
+    running another one is said beside it (`config_drift`)."""
+    election = installed.lease
     if isinstance(election, str):
         return Leadership("", UNKNOWN, f"unknown: {election}")
-    return await leadership(http, election, role_namespace=args.scheduler_namespace,
-                            progress=lambda line: print(line, file=sys.stderr))
+    leader = await leadership(http, election, role_namespace=args.scheduler_namespace,
+                              progress=lambda line: print(line, file=sys.stderr))
+    if leader is None or args.config is not None or installed.warning is not None:
+        return leader
+    return replace(leader, drift=config_drift(leader, installed.config, args.scheduler_namespace))
 
 
 async def _listing(target: Target, namespaces: Iterable[str],
@@ -320,7 +325,7 @@ async def _explain(args: argparse.Namespace, target: Target) -> int:
                                     scheduler_namespace=args.scheduler_namespace)
         # it waits for Tessera (under a profile the configuration lacks too): does a replica lead?
         if result is not None and (result.dry_run is not None or (result.other_profile and not result.node)):
-            result = explaining.with_leader(result, await _leader(http, chosen.lease, args), _lease_source(args, chosen),
+            result = explaining.with_leader(result, await _leader(http, chosen, args), _lease_source(args, chosen),
                                             args.scheduler_namespace)
         exists = result is not None or not read_as_namespace(args.pod) \
             or await _namespace_exists(http, namespace, listing.objects)
@@ -371,7 +376,7 @@ async def _explain_group(args: argparse.Namespace, target: Target, ref: Referenc
                                                 now, listing.unread, args.scheduler_namespace)
         assert result is not None
         if result.member is not None and result.member.dry_run is not None:  # it waits for Tessera: who leads?
-            member = explaining.with_leader(result.member, await _leader(http, chosen.lease, args),
+            member = explaining.with_leader(result.member, await _leader(http, chosen, args),
                                             _lease_source(args, chosen))
             result = replace(result, member=member)
     finally:
@@ -434,7 +439,7 @@ async def _what_if(args: argparse.Namespace, target: Target) -> int:
         if result.outcomes or result.other_profile_pods:
             installed = chosen if args.config is None else await _installed_config(
                 args, http, "the Leader line reads the built-in configuration's Lease")
-            result = whatif.with_leader(result, await _leader(http, installed.lease, args), args.scheduler_namespace)
+            result = whatif.with_leader(result, await _leader(http, installed, args), args.scheduler_namespace)
     finally:
         await http.api.close()
     _print(whatif.as_dict(result), lambda: whatif.render(result), args.output)

@@ -796,6 +796,8 @@ def render(x: Explanation, now: float) -> str:
               ("Status:", x.status)]
     if x.leader is not None:
         fields.append(("Leader:", x.leader.message))
+        if x.leader.drift:
+            fields.append(("Warning:", x.leader.drift))
     fields.append(("Node:", x.node or "-"))
     if x.reason:
         fields += [("Reason:", x.reason), ("Message:", x.message)]

@@ -175,6 +175,8 @@ def render(x: GroupExplanation) -> str:
         fields.insert(1, ("Invalid:", f"the scheduler cannot read it: {x.invalid}"))
     if x.member is not None and x.member.leader is not None:
         fields.append(("Leader:", x.member.leader.message))
+        if x.member.leader.drift:
+            fields.append(("Warning:", x.member.leader.drift))
     width = max(len(label) for label, _ in fields)
     lines = [f"{label.ljust(width)}  {value}".rstrip() for label, value in fields]
     if x.waits:

@@ -31,13 +31,16 @@ from urllib.parse import quote
 import aiohttp
 import anyio
 
-from scheduler.api.config_model import LeaderElectionConfig
+from scheduler.api.config import BUILTIN_SOURCE
+from scheduler.api.config_effective import config_digest
+from scheduler.api.config_model import LeaderElectionConfig, SchedulerConfig
 from scheduler.kube.http import KubeHttp
-from scheduler.kube.leader import JITTER_FACTOR, LEASES
+from scheduler.kube.leader import JITTER_FACTOR, LEASES, lease_config_digest
 from scheduler.kube.term_token import term_token
-from scheduler.kubectl.installed import DEFAULT_NAMESPACE, lease_grant
+from scheduler.kubectl.installed import CONFIG_MAP, DEFAULT_NAMESPACE, lease_grant
 
-__all__ = ["LEADING", "MISSING", "RELEASED", "SKEW", "STOPPED", "UNKNOWN", "Leadership", "leadership"]
+__all__ = ["LEADING", "MISSING", "RELEASED", "SKEW", "STOPPED", "UNKNOWN", "Leadership", "config_drift",
+           "leadership"]
 
 SKEW = 2.0  # seconds of clock difference (and apiserver latency) a renewTime is allowed
 POLL = 1.0  # seconds between two reads of a watched Lease
@@ -60,6 +63,10 @@ class Leadership:
     # the holder's term as its tessera.dev/term token (`term_token`: the Lease, holder,
     # leaseTransitions, acquireTime), "" when no holder is named: a pod carrying it was fenced by it
     term: str = ""
+    # the digest of the configuration the holder runs, as it records it on the Lease
+    # (`lease_config_digest`), "" when not known; and the warning when the dry run uses another (`config_drift`)
+    config_digest: str = ""
+    drift: str = ""
 
 
 async def leadership(http: KubeHttp, election: LeaderElectionConfig, *,
@@ -85,14 +92,14 @@ async def leadership(http: KubeHttp, election: LeaderElectionConfig, *,
         return Leadership(lease, MISSING, f"none: there is no Lease {lease} (leaderElection in the configuration: a "
                                           f"running replica creates it): is Tessera running? "
                                           f"(kubectl -n {namespace} get pods)")
-    seen, age = read, _age(read, now())
+    seen, age = read["spec"], _age(read["spec"], now())
     holder = _holder(seen)
     duration = _duration(seen, election)
     if not holder:
         return _released(lease, namespace, age, retry)
     if age is not None and -SKEW <= age <= retry + SKEW:
         return Leadership(lease, LEADING, f"{holder} (the Lease {lease} was renewed about {round(age)} s ago)",
-                          holder, age, duration, _term(namespace, name, seen))
+                          holder, age, duration, _term(namespace, name, seen), lease_config_digest(read))
     window = retry + SKEW
     progress(f"watching the Lease {lease} for up to {window:g} s: "
              + (f"{holder} last renewed it about {round(age)} s ago by this machine's clock" if age is not None
@@ -106,21 +113,22 @@ async def leadership(http: KubeHttp, election: LeaderElectionConfig, *,
             failed = current  # one look fewer
             continue
         looked = True
-        if current == seen:
+        if current is not None and current["spec"] == seen:
             continue  # the record as it was: no renewal yet
         if current is None:
             return Leadership(lease, MISSING, f"none: the Lease {lease} was deleted while this command watched it")
-        renewed = _holder(current)
+        renewed = _holder(current["spec"])
         if not renewed:
-            return _released(lease, namespace, _age(current, now()), retry)
+            return _released(lease, namespace, _age(current["spec"], now()), retry)
         if renewed != holder:
             said = f"{renewed} (it took the Lease {lease} over from {holder} while this command watched)"
         else:
             said = f"{renewed} (it renewed the Lease {lease} while this command watched" + (
                 f"; its renewTime read about {round(age)} s old by this machine's clock: the clocks differ, or a "
                 "renewal came late)" if age is not None else ")")
-        return Leadership(lease, LEADING, said, renewed, _age(current, now()), _duration(current, election),
-                          _term(namespace, name, current))
+        return Leadership(lease, LEADING, said, renewed, _age(current["spec"], now()),
+                          _duration(current["spec"], election), _term(namespace, name, current["spec"]),
+                          lease_config_digest(current))
     if not looked:  # the apiserver, not the holder, may be the trouble: nothing says it stopped
         when = f", renewed about {round(age)} s ago by this machine's clock" if age is not None else ""
         return Leadership(lease, UNKNOWN, f"unknown: the Lease {lease} (held by {holder}{when}) could not be read "
@@ -129,6 +137,32 @@ async def leadership(http: KubeHttp, election: LeaderElectionConfig, *,
     age = _age(seen, now())
     return Leadership(lease, STOPPED, _stopped(lease, namespace, holder, age, duration, retry, window),
                       holder, age, duration, _term(namespace, name, seen))
+
+
+DEPLOYMENT = "tessera-scheduler"  # deploy/scheduler/deployment.yaml, the chart's scheduler-deployment.yaml
+
+
+def config_drift(leader: Leadership, config: SchedulerConfig, namespace: str = DEFAULT_NAMESPACE) -> str:
+    """Why the dry run may explain decisions nobody makes: the leader runs another configuration
+    than `config`, the installed one the dry run uses (the ConfigMap in `namespace`, or the
+    built-in one when there is none); "" when they agree or the leader's is not known. Nothing
+    reloads a configuration: a ConfigMap changed by `helm upgrade` or `kubectl edit` is run only
+    by replicas started since, and a bad upgrade's new pods that never start leave the old leader
+    running the old one. Both digests are `config_digest`, so equal settings compare equal."""
+    if leader.state != LEADING or not leader.config_digest:
+        return ""
+    ours = config_digest(config)
+    if ours == leader.config_digest:
+        return ""
+    runs = f"the leader {leader.holder} runs the configuration with digest {leader.config_digest}"
+    if config.source == BUILTIN_SOURCE:
+        return (f"{runs}, but the built-in configuration this dry run uses (there is no ConfigMap "
+                f"{namespace}/{CONFIG_MAP}) is {ours}: it was started with another configuration file; "
+                "give that file with --config FILE")
+    return (f"{runs}, but the ConfigMap {config.source} holds {ours}, which this dry run uses: a replica reads its "
+            f"configuration only when it starts; restart the scheduler (kubectl -n {namespace} rollout restart "
+            f"deploy/{DEPLOYMENT}), or, if new replicas were started and do not become ready, see why "
+            f"(kubectl -n {namespace} get pods)")
 
 
 def _standby_try(retry: float) -> float:
@@ -186,7 +220,7 @@ DENIED = "denied, HTTP 403"
 
 
 async def _read(http: KubeHttp, path: str) -> dict[str, Any] | str | None:
-    """The Lease's spec; None when there is no Lease; why, when it cannot be read."""
+    """The Lease (its spec a dict); None when there is no Lease; why, when it cannot be read."""
     try:
         response = await http.request("GET", path, timeout=10.0, limited=False)
     except (aiohttp.ClientError, TimeoutError, OSError) as err:
@@ -202,7 +236,7 @@ async def _read(http: KubeHttp, path: str) -> dict[str, Any] | str | None:
     except ValueError:
         body = None
     spec = body.get("spec") if isinstance(body, dict) else None
-    return spec if isinstance(spec, dict) else "not a Lease"
+    return body if isinstance(body, dict) and isinstance(spec, dict) else "not a Lease"
 
 
 def _holder(spec: dict[str, Any]) -> str:

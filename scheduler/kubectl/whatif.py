@@ -300,6 +300,8 @@ def render(result: WhatIf) -> str:
         lines.append(f"Preemption would evict: {listed_all(result.evicted, result.evicted_reasons)}")
     if result.leader is not None:
         lines.append(f"Leader: {result.leader.message}")
+        if result.leader.drift:
+            lines.append(f"Warning: {result.leader.drift}")
     lines += [f"Now:    {result.before}", f"After:  {result.after}"]
     return "\n".join(lines)
 

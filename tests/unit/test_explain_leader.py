@@ -209,7 +209,8 @@ def test_the_json_form_carries_who_leads() -> None:
     doc = explaining.as_dict(replace(result, leader=Leadership("tessera-system/tessera", STOPPED, "none: ...", "a",
                                                                18.0, 30)))
     assert doc["leader"] == {"lease": "tessera-system/tessera", "state": "stopped", "message": "none: ...",
-                             "holder": "a", "age": 18.0, "duration": 30, "term": ""}
+                             "holder": "a", "age": 18.0, "duration": 30, "term": "", "config_digest": "",
+                             "drift": ""}
 
 
 async def test_the_lease_gives_the_term_its_holder_fences_pods_with() -> None:
