@@ -42,8 +42,12 @@ def num_feasible_nodes_to_find(percentage: int, num_nodes: int) -> int:
 
 def fit_error(num_nodes: int, reasons: Counter[str]) -> str:
     """The FitError message: `0/N nodes are available: <count reason, sorted as strings>.`"""
-    parts = sorted(f"{count} {reason}" for reason, count in reasons.items())
-    return f"0/{num_nodes} nodes are available: {', '.join(parts)}."
+    return f"0/{num_nodes} nodes are available: {histogram(reasons)}."
+
+
+def histogram(reasons: Counter[str]) -> str:
+    """FitError's reasons histogram: `<count> <reason>`, sorted as strings, joined by ", "."""
+    return ", ".join(sorted(f"{count} {reason}" for reason, count in reasons.items()))
 
 
 GROUP_ERROR = "failed to schedule other pod from a pod group: "  # schedule_one_podgroup.go's wrapping
@@ -568,10 +572,21 @@ class Cycle:
         assert runtime.placement is not None
         reason = plan.no_room(gang_name(view.key), needed, min(largest, needed - 1))
         message = f"0/{num_nodes} nodes are available: {reason}."
+        # the nodes no member can use are in no domain's count: their own reasons, as a failed
+        # search counts them (upstream's FitError: the histogram after the PreFilter sentence)
+        unusable = None
+        if plan.unusable is not None and plan.unusable.any() and not plan.refusal:
+            unusable = runtime.rejections(prepare(members[0], self.engine.state.classes), plan.unusable, self.explain)
+            rejectors.update(unusable.rejectors)
+            if unusable.reasons:
+                message += f" {histogram(unusable.reasons)}."
         if closest is not None:
             _, domain, failed = closest
             message += f" Closest: {domain.level} {domain.name}, where {failed.pod.key} did not fit: {failed.message}"
-        return [Attempt(member, None, message=message, rejectors=frozenset({runtime.placement.name, *rejectors}))
+        filtered = None if unusable is None or unusable.filtered is None else {
+            runtime.table.info(row).name: why for row, why in unusable.filtered.items()}
+        return [Attempt(member, None, message=message, rejectors=frozenset({runtime.placement.name, *rejectors}),
+                        filtered=dict(filtered) if filtered is not None else None)
                 for member in members]
 
     # --- PostFilter (preemption) -----------------------------------------------------------------

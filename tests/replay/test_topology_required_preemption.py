@@ -95,6 +95,7 @@ def test_a_gang_no_rack_can_hold_even_without_its_victims_preempts_nothing_and_s
     assert not any(a.nominated_node for a in run.attempts if a.pod.meta.name.startswith("hig-"))
     assert run.last("hig-0").message == (
         "0/4 nodes are available: no rack has room for 2 pods of gang default/hig (largest: 0). "
+        "4 Insufficient nvidia.com/gpu. "  # every node full: no member can use one, and says why
         "preemption: 0/4 nodes are available: 2 No preemption victims found for incoming preemptor, "
         "2 node(s) were in a rack where only 1 of the 2 pods of pod group default/hig fit even without "
         "every lower-priority pod.")

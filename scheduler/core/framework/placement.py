@@ -46,11 +46,14 @@ class PlacementTier:
 class PlacementPlan:
     """The tiers to try in order (a required constraint has one; a preferred one climbs to wider
     levels and ends with the whole cluster). `refusal`: why no domain can be tried at all (bound
-    members already span two domains, ...), "" otherwise."""
+    members already span two domains, ...), "" otherwise. `unusable`: the node-table rows no member
+    can use (a cordon, a taint, a selector, no room), whose own reasons the gang's message names
+    beside `no_room`'s (no domain counts them)."""
 
     tiers: tuple[PlacementTier, ...]
     required: bool
     refusal: str = ""
+    unusable: npt.NDArray[np.bool_] | None = None
 
     def no_room(self, gang: str, needed: int, largest: int) -> str:
         """Why the required constraint could not be met: upstream-style, one line."""

@@ -313,6 +313,18 @@ class ProfileRuntime:
             self._attribute(ctx, applicable, verdicts, visited, found, explain, narrowing)
         return found
 
+    def rejections(self, ctx: PodContext, rows: Bools, explain: bool) -> Feasible:
+        """Why the pod's filters reject each of `rows` (rows it cannot use, e.g. a gang's nodes no
+        member can use): reasons and rejectors as a failed search counts them, each row's first
+        reason for --explain."""
+        self.table.sync()
+        applicable = [p for p in self.filters if p.filter_applies(ctx)]
+        narrowing = self._narrowing(ctx)
+        _, verdicts, _ = self._batch_pass(ctx, applicable, None if narrowing is None else narrowing.allowed)
+        found = Feasible([], 0)
+        self._attribute(ctx, applicable, verdicts, rows, found, explain, narrowing)
+        return found
+
     def _scan(self, ctx: PodContext, lazy: list[FilterPlugin], candidates: Iterable[int], to_find: int) -> list[int]:
         """find_feasible's per-node pass: the first `to_find` candidates every plugin in `lazy`
         passes. Earlier plugins thin the rows lazily; the last one scans them. In a sampled cycle

@@ -113,7 +113,8 @@ class TopologyPlacement(FilterPlugin, PlacementPlugin):
         # is refused only when no `needed` of them can fit (a necessary condition, never too strict)
         smallest = np.cumsum(np.sort(demand, axis=0), axis=0) if demand.shape[1] else demand
         # nodes no member can use (a selector, a taint, a cordon) hold none of them
-        slots = np.where(self._usable(members), _slots(table, free, demand), 0)
+        usable = self._usable(members)
+        slots = np.where(usable, _slots(table, free, demand), 0)
         bound = self._bound_nodes(view)
         unknown = next(((pod, name) for pod, name, info in bound if info is None), None)
         tiers: list[PlacementTier] = []
@@ -149,7 +150,7 @@ class TopologyPlacement(FilterPlugin, PlacementPlugin):
             tiers.append(self._tier(table, level, word, codes, smallest, slots, needed))
         if not topology.required:
             tiers.append(PlacementTier("", None))
-        return PlacementPlan(tuple(tiers), bool(topology.required))
+        return PlacementPlan(tuple(tiers), bool(topology.required), unusable=~usable)
 
     def domains(self, view: GangView, key: str) -> tuple[Domain, ...]:
         """Every domain of the level with a node in it, in path order, free room or not: where a
