@@ -44,3 +44,31 @@ def test_a_required_gang_names_the_reasons_of_the_nodes_no_member_can_use() -> N
     plain.add(*cordoned_cluster())
     plain.add(*gang("cord", 2, 8))
     assert "1 node(s) had untolerated taint(s), 2 node(s) were unschedulable" in plain.last("cord-1").message
+
+
+def test_a_gang_pinned_by_its_bound_members_names_their_domain() -> None:
+    """A trial: train-d-0 runs in rack a/r1, which has no GPU left; train-d-1 read "no rack has room
+    for 1 pods of gang default/train-d (largest: 0)" while rack a/r2 had 16 free GPUs. The bound
+    member pins the rack: the message names it, and counts in the singular."""
+    run = Run(topology_config())
+    run.add(b.node("a-r1-0", gpus=8, labels={"example.com/block": "a", RACK: "r1"}),
+            *(b.node(f"a-r2-{i}", gpus=8, labels={"example.com/block": "a", RACK: "r2"}) for i in range(2)))
+    labels = b.gang_labels("train-d", 2)
+    required = {"tessera.dev/topology-required": RACK}
+    run.add(b.pod("train-d-0", labels=labels, annotations=required, limits={"nvidia.com/gpu": 8},
+                  node_name="a-r1-0", phase="Running"))
+    run.add(b.pod("train-d-1", labels=labels, annotations=required, limits={"nvidia.com/gpu": 8}))
+    assert run.node_of("train-d-1") is None
+    message = run.last("train-d-1").message
+    assert message.startswith(
+        "0/3 nodes are available: no room for 1 more pod of gang default/train-d: its bound members are in "
+        "rack a/r1, which has room for 0 more. 1 Insufficient nvidia.com/gpu."), message
+
+
+def test_one_pod_needed_reads_in_the_singular() -> None:
+    run = Run(topology_config())
+    run.add(b.node("a-r1-0", gpus=4, labels={"example.com/block": "a", RACK: "r1"}))
+    run.add(*gang("one", 1, 8, required=RACK))
+    assert run.last("one-0").message.startswith(
+        "0/1 nodes are available: no rack has room for 1 pod of gang default/one (largest: 0)."), \
+        run.last("one-0").message

@@ -36,7 +36,8 @@ def test_bound_members_on_a_deleted_node_pin_a_rack_with_no_node_left() -> None:
     run.feed(b.event("DELETED", rack_nodes({("a", "r1"): 1})[0]))
     run.add(member("g-1", {REQUIRED: RACK}, gpus=1, size=2))
     assert run.node_of("g-1") is None
-    assert "no rack has room for 1 pods of gang default/g" in run.last("g-1").message
+    assert ("no room for 1 more pod of gang default/g: its bound members are in rack a/r1, which has room for 0 more"
+            in run.last("g-1").message)
 
 
 def test_a_bound_member_on_a_node_never_seen_makes_a_required_gang_wait() -> None:

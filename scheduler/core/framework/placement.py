@@ -35,11 +35,13 @@ class PlacementTier:
     """Candidate domains of one level, tightest first; `domains` None: anywhere in the cluster.
 
     `holds`: the most pending members any domain of the level could take by free capacity alone
-    (for the message when none takes enough)."""
+    (for the message when none takes enough). `pinned`: the name of the one domain the gang's bound
+    members are in (the rest may go nowhere else), "" when none pins the level."""
 
     level: str
     domains: tuple[Domain, ...] | None
     holds: int = 0
+    pinned: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,5 +61,10 @@ class PlacementPlan:
         """Why the required constraint could not be met: upstream-style, one line."""
         if self.refusal:
             return self.refusal
-        level = self.tiers[-1].level if self.tiers else "domain"  # the required (widest) level
-        return f"no {level} has room for {needed} pods of gang {gang} (largest: {largest})"
+        tier = self.tiers[-1] if self.tiers else None  # the required (widest) level
+        level = tier.level if tier is not None else "domain"
+        plural = "s" if needed != 1 else ""
+        if tier is not None and tier.pinned:  # the one domain the rest may join: named, with its room
+            return (f"no room for {needed} more pod{plural} of gang {gang}: its bound members are in {level} "
+                    f"{tier.pinned}, which has room for {largest} more")
+        return f"no {level} has room for {needed} pod{plural} of gang {gang} (largest: {largest})"

@@ -147,7 +147,8 @@ class TopologyPlacement(FilterPlugin, PlacementPlugin):
                         return PlacementPlan((PlacementTier(word, ()),), True, spread)
                     continue  # the bound members are not together at this level: climb
                 codes = np.array(sorted(pinned), np.int64)
-            tiers.append(self._tier(table, level, word, codes, smallest, slots, needed))
+            tiers.append(self._tier(table, level, word, codes, smallest, slots, needed,
+                                    "/".join(level.paths[codes[0]]) if pinned else ""))
         if not topology.required:
             tiers.append(PlacementTier("", None))
         return PlacementPlan(tuple(tiers), bool(topology.required), unusable=~usable)
@@ -235,8 +236,9 @@ class TopologyPlacement(FilterPlugin, PlacementPlugin):
         return self.words.get(key) or level_name(key)
 
     def _tier(self, table: NodeTable, level: LevelView, word: str, codes: np.ndarray,
-              smallest: np.ndarray, slots: Ints, needed: int) -> PlacementTier:
-        """The level's domains that may hold `needed` members by free capacity, tightest first."""
+              smallest: np.ndarray, slots: Ints, needed: int, pinned: str) -> PlacementTier:
+        """The level's domains that may hold `needed` members by free capacity, tightest first
+        (`pinned`: the name of the one domain in `codes`, where bound members are; "" if none)."""
         free = level.free[codes]
         fits = (smallest[None, :, :] <= free[:, None, :] + 1e-9).all(axis=2).sum(axis=1)
         inside = level.codes >= 0  # and no more than the members each node can take, summed
@@ -255,7 +257,7 @@ class TopologyPlacement(FilterPlugin, PlacementPlugin):
             mask = level.mask(code)
             nodes = frozenset(table.infos[row].name for row in np.flatnonzero(mask).tolist())
             domains.append(Domain(word, level.paths[code], nodes, mask))
-        return PlacementTier(word, tuple(domains), holds)
+        return PlacementTier(word, tuple(domains), holds, pinned)
 
 
 def _slots(table: NodeTable, free: list[Ints], demand: np.ndarray) -> Ints:
