@@ -684,8 +684,11 @@ class Cycle:
 
 
 def preemption_reason(message: str) -> str:
-    """DefaultPreemption's PostFilter reason as the pod reads it: its message after "preemption: "."""
-    return f"preemption: {message}"
+    """DefaultPreemption's PostFilter reason as the pod reads it: its message after "preemption: ",
+    and the full stop FitError.Error puts after the PostFilter message (SeparatorFormat " %v.";
+    one, where the message ends with its own: "No preemption victims found for incoming
+    preemptor." as "... for incoming pod.")."""
+    return f"preemption: {message}{'' if message.endswith('.') else '.'}"
 
 
 def _erred(attempts: list[Attempt]) -> bool:

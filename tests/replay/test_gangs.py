@@ -344,7 +344,7 @@ def test_every_member_of_a_gang_that_does_not_fit_reads_one_format() -> None:
     run.add(*[b.pod(f"huge-{i}", labels=labels, limits={"nvidia.com/gpu": 8}) for i in range(5)])
     expected = ("pod group default/huge: only 4 of the 5 members it needs fit; default/huge-4: "
                 "0/4 nodes are available: 4 Insufficient nvidia.com/gpu. "
-                "preemption: No preemption victims found for incoming preemptor")
+                "preemption: No preemption victims found for incoming preemptor.")
     assert [run.last(f"huge-{i}").message for i in range(5)] == [expected] * 5
 
 

@@ -57,9 +57,10 @@ def test_a_gang_that_does_not_fit_is_reported_on_its_podgroup(group: dict[str, A
     # the members' FailedScheduling note, word for word, then (12 GPUs asked of 8) that it can never fit
     (message,) = {a.message for a in cycle}
     assert message.startswith(f"pod group {key}: only 2 of the 3 members it needs fit; ")
-    # the pod group's preemption status ends with no period (podgrouppreemption.go): one before the sentence
-    assert message.endswith(" preemption: No preemption victims found for incoming preemptor")
-    assert notice.message == f"{message}. {NEVER_FITS_12_OF_8}"
+    # the pod group's preemption status has no period (podgrouppreemption.go); FitError.Error puts
+    # one after the PostFilter message (SeparatorFormat " %v."), as after every other message
+    assert message.endswith(" preemption: No preemption victims found for incoming preemptor.")
+    assert notice.message == f"{message} {NEVER_FITS_12_OF_8}"
 
 
 def test_a_placed_gang_is_not_reported() -> None:
@@ -111,7 +112,7 @@ def test_a_gang_that_can_never_fit_the_cluster_says_so_on_its_podgroup() -> None
     assert "never fit" not in message
     notice = run.scheduler.group_notice(cycle)
     assert notice is not None
-    assert notice.message == (f"{message}. Its gang can never fit as the cluster is: its 5 members ask for "
+    assert notice.message == (f"{message} Its gang can never fit as the cluster is: its 5 members ask for "
                               "40 nvidia.com/gpu together, and the schedulable nodes have 32 in all.")
 
 
@@ -214,7 +215,7 @@ def test_a_gang_that_can_never_fit_the_nodes_it_may_use_says_so(selection: dict[
     assert message.startswith("pod group default/vt: only 3 of the 4 members it needs fit; ")
     notice = run.scheduler.group_notice(cycle)
     assert notice is not None
-    assert notice.message == (f"{message}. Its gang can never fit as the cluster is: its 4 members ask for "
+    assert notice.message == (f"{message} Its gang can never fit as the cluster is: its 4 members ask for "
                               "32 nvidia.com/gpu together, and the schedulable nodes they may go to "
                               "(by their nodeSelector and required node affinity) have 24 in all.")
 

@@ -125,7 +125,8 @@ def test_a_gang_with_no_possible_victim_reads_pod_group_preemptions_words() -> N
     gang = {"scheduling.x-k8s.io/pod-group": "g"}
     run.add(b.node("n1", gpus=4), b.pod("busy", limits={"nvidia.com/gpu": 1}, node_name="n1", phase="Running"),
             b.podgroup("g", 2), *(b.pod(f"g-{i}", labels=gang, limits={"nvidia.com/gpu": 2}) for i in range(2)))
-    assert run.last("g-0").message.endswith(" preemption: No preemption victims found for incoming preemptor")
+    # FitError.Error puts its full stop after the PostFilter message (SeparatorFormat " %v.")
+    assert run.last("g-0").message.endswith(" preemption: No preemption victims found for incoming preemptor.")
     run.add(b.pod("alone", limits={"nvidia.com/gpu": 4}))
     assert run.last("alone").message.endswith(
         " preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.")
