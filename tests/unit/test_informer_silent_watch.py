@@ -307,7 +307,9 @@ def test_odd_metadata_times_are_no_evidence_and_no_error() -> None:
     for meta in ({"managedFields": 5}, {"managedFields": [{"time": 5}]}, {"managedFields": None},
                  {"managedFields": [{"time": stamp(60)}], "deletionTimestamp": stamp(0),
                   "deletionGracePeriodSeconds": "x"},
-                 {"managedFields": [{"time": stamp(60)}], "deletionTimestamp": 7}):
+                 {"managedFields": [{"time": stamp(60)}], "deletionTimestamp": 7},
+                 # a time without a zone beside ones with (naive and aware times do not compare)
+                 {"managedFields": [{"time": stamp(60)}, {"time": "2020-01-01T00:00:00"}]}):
         assert not informers._held_back("MODIFIED", {"metadata": meta}, now), meta
     for status in (5, {"conditions": 5}, {"conditions": [5, {"lastTransitionTime": 7}]}):
         obj = {"metadata": {"managedFields": [{"time": stamp(60)}]}, "status": status}
