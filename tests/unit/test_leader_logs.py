@@ -348,6 +348,17 @@ async def test_a_standby_says_a_long_unrenewed_record_in_plain_seconds() -> None
     assert standing["message"].startswith("A leads (its Lease unrenewed for 2000000.2 s by this host's clock): ")
 
 
+def test_a_standby_says_a_record_renewed_just_now_and_whole_seconds_without_a_point() -> None:
+    """A record renewed this very second is still said (0 s: the age is readable, and none is news
+    too), and whole seconds read as the operator would write them (19 s, not 19.0 s)."""
+    with structlog.testing.capture_logs() as logs:
+        standing_by("B", "kube-system/tessera", lambda: 19.0, lambda: 0.0)("A")
+    [standing] = _events(logs, "leader.standing_by")
+    assert standing["message"] == ("A leads (its Lease unrenewed for 0 s by this host's clock): this replica keeps "
+                                   "its cache warm and schedules only if it takes over, at the latest in 19 s if A "
+                                   "renews the Lease no more")
+
+
 async def test_unrenewed_for_reads_no_age_from_a_naive_or_future_renew_time() -> None:
     """A renewTime without a zone has no age on this clock (None: subtracting it would raise in the
     elector's callback), and one ahead of this host's clock (skew) reads 0, not a negative age."""
