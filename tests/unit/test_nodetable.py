@@ -270,3 +270,23 @@ def test_every_column_group_names_each_of_its_arrays_once() -> None:
         assert sorted(visited) == sorted(held), type(group).__name__
         # made at the table's capacity (`ColumnGroup.__init__`): no group is grown to it after
         assert group.capacity == table.capacity and lengths == {table.capacity}, type(group).__name__
+
+
+def test_a_level_column_keeps_up_with_the_nodes_added_after_it() -> None:
+    """A level added on first use (`TopologyColumns.of`) is kept by the table after: a node added
+    later gets its domain's code in its row, past the first capacity too (the column grows with
+    the table), and a node with part of a chain's labels is in no domain of it (-1). The topology
+    and InterPodAffinity tests make their levels after the nodes, so a level that stopped growing
+    or filling passed them."""
+    intake, table = _synced([1])
+    chain = ("block", "rack")
+    table.group(TopologyColumns).of(chain)  # n0 has neither label
+    count = table.capacity + 2
+    for i in range(1, count):
+        labels = {"block": f"b{i % 2}", "rack": f"r{i % 3}"} if i != 5 else {"rack": "r0"}  # n5: no block
+        intake.apply("ADDED", b.node(f"n{i}", gpus=1, labels=labels), 0.0)
+    table.sync()
+    column = table.group(TopologyColumns).of(chain)
+    assert len(column.codes) == table.capacity >= table.size == count
+    paths = [column.paths[code] if code >= 0 else None for code in column.codes[: table.size].tolist()]
+    assert paths == [None] + [(f"b{i % 2}", f"r{i % 3}") if i != 5 else None for i in range(1, count)]
