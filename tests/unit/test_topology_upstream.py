@@ -76,6 +76,24 @@ def test_racks_the_members_cannot_use_do_not_use_up_the_domain_trials() -> None:
     assert placed <= {"a100-0", "a100-1", "a100-2"}, run.last("g-0").message
 
 
+def test_racks_only_a_members_pod_affinity_refuses_do_not_use_up_the_domain_trials() -> None:
+    """As the nodeSelector case above, with a filter whose batch form leaves the pod to its per-node
+    form: members with required pod affinity (InterPodAffinity judges a pod with affinity terms per
+    node) to the data pods, which run in rack a100 only. The sixteen tighter V100 racks must not
+    count as room (`usable_rows` asks that filter per node), or all sixteen trials fail there."""
+    run = Run(topology_config())
+    nodes = [b.node(f"v{r:02d}-{i}", gpus=8, labels={BLOCK: "x", RACK: f"v{r:02d}", "gpu": "v100"})
+             for r in range(16) for i in range(2)]
+    nodes += [b.node(f"a100-{i}", gpus=8, labels={BLOCK: "x", RACK: "a100", "gpu": "a100"}) for i in range(3)]
+    run.add(*nodes)
+    run.add(*[b.pod(f"data-{i}", node_name=f"a100-{i}", phase="Running", labels={"app": "data"}) for i in range(3)])
+    affinity = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "data"}}, "topologyKey": "kubernetes.io/hostname"}]}}
+    run.add(*_gang("g", 2, 8, {REQUIRED: RACK}, spec_extra={"affinity": affinity}))
+    placed = {run.node_of("g-0"), run.node_of("g-1")}
+    assert placed <= {"a100-0", "a100-1", "a100-2"}, run.last("g-0").message
+
+
 # --- 3. inside a node: GPUs without NVLink peers are not "one group" -----------------------------
 
 
