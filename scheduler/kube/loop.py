@@ -75,9 +75,11 @@ class LoopStats:
 
 @dataclass(slots=True)
 class _Placement:
-    """One placement of a PodGroup's gang whose Bindings are out: the members not bound yet (uids),
-    the nodes of those bound, and the profile it was decided for (the Event's controller)."""
+    """One placement of a PodGroup's gang whose Bindings are out: its PodGroup's key, the members
+    not bound yet (uids), the nodes of those bound, and the profile it was decided for (the Event's
+    controller)."""
 
+    key: str
     waiting: set[str]
     nodes: list[str] = field(default_factory=list)
     controller: str = ""
@@ -141,8 +143,10 @@ class SchedulerLoop:
         # a pod decided again at once after an outdated Binding: the time its attempt took so far,
         # and when (monotonic)
         self._carried_seconds: dict[str, tuple[float, float]] = {}
-        # gangs placed whose members' Bindings have not all landed, by PodGroup key: told `Scheduled`
-        # once they have (`_placement_answered`)
+        # placements of gangs whose members' Bindings have not all landed, by the uid of each member
+        # not bound yet (one lookup per Binding answered, however many gangs are in flight; a
+        # gang's later placement while an earlier one's Bindings are out is a placement of its
+        # own): told `Scheduled` once they have (`_placement_answered`)
         self._placing: dict[str, _Placement] = {}
         # Bindings the allocation gate holds, by pod uid: since when (monotonic clock), for the
         # permit wait's duration when it ends (upstream's WaitOnPermit)
@@ -449,6 +453,7 @@ class SchedulerLoop:
         log.info("binder.gate_rejected", pod=pod.key, node=attempt.node, message=attempt.message)
         self._end_permit_wait(pod.uid, "Unschedulable")
         self._end_binding_attempt(pod.uid, Outcome.RETRY, "unschedulable")
+        self._placement_answered(pod.uid, None)
         if not self.is_leader():
             return
         self.events.record(_pod_ref(attempt), "Warning", "FailedScheduling", "Scheduling", attempt.message,
@@ -681,8 +686,11 @@ class SchedulerLoop:
             self._warn(notice, "Scheduling", controller=attempts[0].pod.scheduler_name)
         placed = self.core.group_placed(attempts)
         if placed is not None:  # told `Scheduled` once every member's Binding landed
-            self._placing[placed] = _Placement({attempt.pod.uid for attempt in attempts},
-                                               controller=attempts[0].pod.scheduler_name)
+            placement = _Placement(placed, {attempt.pod.uid for attempt in attempts if attempt.node is not None},
+                                   controller=attempts[0].pod.scheduler_name)
+            for uid in placement.waiting:
+                self._placement_answered(uid, None)  # decided again: its earlier placement is over
+                self._placing[uid] = placement
         gang = attempts[0].pod.gang if attempts else None
         if gang is None or not gang.from_podgroup:
             return
@@ -875,19 +883,18 @@ class SchedulerLoop:
         this placement (refused, decided again, gone): once every member of the placement is bound
         its PodGroup gets one Normal `Scheduled` (`coscheduling.scheduled_notice`); a placement
         with a member not bound gets none (its gang is tried again, and told then)."""
-        key = next((key for key, placement in self._placing.items() if uid in placement.waiting), None)
-        if key is None:
-            return
-        placement = self._placing[key]
-        if node is None:
-            del self._placing[key]
+        placement = self._placing.pop(uid, None)
+        if placement is None:
             return
         placement.waiting.discard(uid)
+        if node is None:
+            for other in placement.waiting:
+                del self._placing[other]
+            return
         placement.nodes.append(node)
         if placement.waiting:
             return
-        del self._placing[key]
-        notice = self.core.group_scheduled_notice(key, placement.nodes)
+        notice = self.core.group_scheduled_notice(placement.key, placement.nodes)
         if notice is not None:
             self._record_notice(notice, "Normal", "Binding", controller=placement.controller)
 

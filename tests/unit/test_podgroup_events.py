@@ -19,6 +19,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from scheduler.api.config import load_config
+from scheduler.kube.binder import Binding, BindResult, Outcome
 from scheduler.kube.http import KubeHttp
 from scheduler.kube.informers import POD_GROUPS, WORKLOAD_POD_GROUPS
 from scheduler.kube.loop import SchedulerLoop
@@ -164,3 +165,91 @@ async def test_a_placement_with_a_binding_refused_is_not_told_scheduled() -> Non
     [event] = _scheduled_on_podgroups(api)
     assert re.fullmatch(r"Successfully assigned 1 member of pod group default/big: 1 to n[12]", event["note"])
     assert len([e for e in api.events.values() if e["reason"] == "Scheduled"]) == 4
+
+
+async def test_a_gang_placed_at_its_minimum_with_a_member_left_over_is_told_scheduled() -> None:
+    """minMember 2 of 3 members, room for 2: the gang is placed (the third member is a pod like any
+    other, unschedulable on its own) and the PodGroup is told so, for the 2 members placed."""
+    api = FakeApi()
+    api.lists["/api/v1/nodes"] = [b.node("n1", gpus=4), b.node("n2", gpus=4)]
+    api.lists[PLUGINS_LIST] = [b.podgroup("big", 2)]
+    for i in range(3):
+        api.add_pod(plugins_gang_member(f"big-{i}"))
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="test")  # type: ignore[arg-type]
+    async with anyio.create_task_group() as owner:
+        owner.start_soon(loop.run)
+        await until(lambda: bool(_scheduled_on_podgroups(api)), seconds=3.0)
+        owner.cancel_scope.cancel()
+    [event] = _scheduled_on_podgroups(api)
+    assert event["note"] == "Successfully assigned 2 members of pod group default/big: 1 to n1, 1 to n2"
+
+
+def _driven_loop(objects: list[dict[str, Any]]) -> tuple[SchedulerLoop, list[Binding], list[str]]:
+    """A leading loop fed `objects`, its Bindings kept (not sent) and its PodGroup notes recorded."""
+    loop = SchedulerLoop(load_config(None), KubeHttp(FakeApi()), KubeHttp(FakeApi()),  # type: ignore[arg-type]
+                         identity="test")
+    bindings: list[Binding] = []
+    notes: list[str] = []
+    loop.binder.submit = bindings.append  # type: ignore[method-assign]
+    loop.events.record = lambda ref, _type, reason, _action, note, **_: (  # type: ignore[method-assign]
+        notes.append(note) if ref.kind == "PodGroup" and reason == "Scheduled" else None)
+    for obj in objects:
+        loop._on_event("ADDED", obj)
+    return loop, bindings, notes
+
+
+def _cycle(loop: SchedulerLoop) -> None:
+    attempts = loop.core.schedule_next(0.0)
+    assert attempts
+    loop._handle_cycle(attempts, 0.01)
+
+
+def test_a_second_placement_of_a_gang_does_not_swallow_the_first() -> None:
+    """Two members placed (the minimum), then a third arriving while their Bindings are out, placed
+    alone: each placement is told once all its Bindings land, neither replaces the other."""
+    loop, bindings, notes = _driven_loop([b.node("n1", gpus=8), b.node("n2", gpus=4), b.podgroup("big", 2),
+                                          plugins_gang_member("big-0"), plugins_gang_member("big-1")])
+    _cycle(loop)
+    assert len(bindings) == 2
+    loop._on_event("ADDED", plugins_gang_member("big-2"))
+    _cycle(loop)
+    assert len(bindings) == 3
+    for binding in bindings:
+        loop._on_bound(BindResult(binding, Outcome.BOUND, "", 0.01))
+    assert len(notes) == 2
+    assert notes[0].startswith("Successfully assigned 2 members of pod group default/big: ")
+    assert notes[1].startswith("Successfully assigned 1 member of pod group default/big: 1 to ")
+    assert loop._placing == {}
+
+
+def test_a_member_the_allocation_gate_rejects_ends_its_placement() -> None:
+    """A held Binding the gate rejects is a member this placement will not bind: the placement is
+    over (none is told, nothing is kept), as for a Binding refused."""
+    loop, bindings, notes = _driven_loop([b.node("n1", gpus=8), b.node("n2", gpus=4), b.podgroup("big", 3),
+                                          *(plugins_gang_member(f"big-{i}") for i in range(3))])
+    attempts = loop.core.schedule_next(0.0)
+    assert attempts and all(a.node is not None for a in attempts)
+    loop._handle_cycle(attempts, 0.01)
+    *sent, last = bindings
+    loop._gate_rejected(next(a for a in attempts if a.pod.uid == last.uid))
+    for binding in sent:
+        loop._on_bound(BindResult(binding, Outcome.BOUND, "", 0.01))
+    assert notes == []
+    assert loop._placing == {}
+
+
+def test_a_member_decided_again_while_its_binding_waits_is_only_in_its_new_placement() -> None:
+    """A member decided again before its first Binding was answered (a held Binding redone): the
+    earlier placement is over, and its other members' answers leave the new one alone."""
+    loop, bindings, notes = _driven_loop([b.node("n1", gpus=8), b.node("n2", gpus=4), b.podgroup("big", 3),
+                                          *(plugins_gang_member(f"big-{i}") for i in range(3))])
+    attempts = loop.core.schedule_next(0.0)
+    assert attempts and all(a.node is not None for a in attempts)
+    loop._handle_cycle(attempts, 0.01)
+    first, second, third = bindings
+    loop._handle_cycle([a for a in attempts if a.pod.uid == third.uid], 0.01)  # decided again, alone
+    loop._on_bound(BindResult(first, Outcome.RETRY, "Binding rejected: HTTP 422", 0.01))
+    loop._on_bound(BindResult(second, Outcome.BOUND, "", 0.01))
+    loop._on_bound(BindResult(bindings[3], Outcome.BOUND, "", 0.01))
+    assert [note.split(":")[0] for note in notes] == ["Successfully assigned 1 member of pod group default/big"]
+    assert loop._placing == {}

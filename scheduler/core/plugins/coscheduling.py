@@ -492,10 +492,11 @@ GROUP_SCHEDULED_REASON = "Scheduled"
 
 
 def placed_group(state: ClusterState, attempts: Sequence[Attempt]) -> str | None:
-    """The key of the PodGroup whose gang this cycle placed (every attempt kept a node), or None:
-    the cycle was not such a gang's, it placed nothing, or the gang has no PodGroup object (the
-    label form: nothing to write an Event about)."""
-    if not attempts or any(a.node is None or a.gang_outcome != "placed" for a in attempts):
+    """The key of the PodGroup whose gang this cycle placed (at least its minimum: a member beyond
+    it that fit nowhere is left out, a pod like any other), or None: the cycle was not such a
+    gang's, it placed nothing, or the gang has no PodGroup object (the label form: nothing to
+    write an Event about)."""
+    if not attempts or any(a.gang_outcome != "placed" for a in attempts) or all(a.node is None for a in attempts):
         return None
     group = state.gangs.podgroup_of(attempts[0].pod)
     return group.key if group is not None else None
