@@ -64,9 +64,10 @@ Where this deliberately differs from client-go, and why:
   the new leader fenced, bound or marked pending that this replica's watch shows it.
 
 Beyond client-go: the holder records the digest of the configuration it runs
-(`scheduler/api/config_effective.py`) on the Lease, in the annotations `tessera.dev/config-digest`
-and `tessera.dev/config-digest-holder` (its identity), sent with the create and update writes
-election makes anyway. Nothing reloads a configuration, so a ConfigMap changed by `helm upgrade`
+(`scheduler/api/config_effective.py`) on the Lease, in the annotations `tessera.dev/config-digest`,
+`tessera.dev/config-digest-holder` (its identity) and `tessera.dev/config-digest-version` (the
+Tessera version that computed it: two versions may digest the same settings differently), sent
+with the create and update writes election makes anyway. Nothing reloads a configuration, so a ConfigMap changed by `helm upgrade`
 is not what the leader runs until it restarts; `kubectl tessera explain` and `what-if` compare
 the two (`lease_config_digest`). client-go reads and writes only the spec (leaselock.go: `Get`
 takes the record from the spec, `Update` replaces the spec of the Lease it read and PUTs its
@@ -91,6 +92,7 @@ import anyio
 import anyio.lowlevel
 import structlog
 
+from scheduler import __version__
 from scheduler.kube.http import KubeHttp, Response
 from scheduler.kube.term_token import parse_term_token, term_token
 from scheduler.logs import describe_error
@@ -119,6 +121,7 @@ LEASES = "/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases"
 
 CONFIG_DIGEST_ANNOTATION = "tessera.dev/config-digest"
 CONFIG_HOLDER_ANNOTATION = "tessera.dev/config-digest-holder"  # whose configuration the digest is
+CONFIG_VERSION_ANNOTATION = "tessera.dev/config-digest-version"  # the Tessera version that computed it
 
 
 def lease_config_digest(lease: dict[str, Any]) -> str:
@@ -133,6 +136,15 @@ def lease_config_digest(lease: dict[str, Any]) -> str:
         return ""
     digest = annotations.get(CONFIG_DIGEST_ANNOTATION)
     return digest if isinstance(digest, str) and annotations.get(CONFIG_HOLDER_ANNOTATION) == holder else ""
+
+
+def lease_config_version(lease: dict[str, Any]) -> str:
+    """The Tessera version that computed the digest `lease_config_digest` reads, "" when that
+    digest is not known or no version was recorded with it."""
+    if not lease_config_digest(lease):
+        return ""
+    version = lease["metadata"]["annotations"].get(CONFIG_VERSION_ANNOTATION)
+    return version if isinstance(version, str) else ""
 
 
 def default_identity() -> str:
@@ -196,8 +208,8 @@ class LeaderElector:
     and does not stop the election. ``on_new_leader`` gets every newly observed holder identity
     ("" after a release), like client-go's `OnNewLeader`. ``on_resumed`` is called when a Lease
     write settles a doubt (`saw_term`) and the term goes on: acting may resume now.
-    ``config_digest`` is recorded on the Lease with every write ("": none, and a digest another
-    holder left is removed).
+    ``config_digest`` is recorded on the Lease with every write, with this version of Tessera ("":
+    none, and a digest another holder left is removed).
     """
 
     def __init__(self, http: KubeHttp, *, namespace: str = DEFAULT_NAMESPACE, name: str = DEFAULT_LEASE_NAME,
@@ -800,11 +812,12 @@ class LeaderElector:
         return response
 
     def _metadata(self, metadata: dict[str, Any]) -> dict[str, Any]:
-        """`metadata` with this replica's configuration digest and identity in its annotations
-        (any other annotation kept), or without both when it records none."""
+        """`metadata` with this replica's configuration digest, identity and version in its
+        annotations (any other annotation kept), or without them when it records none."""
         annotations = {key: value for key, value in (metadata.get("annotations") or {}).items()
-                       if key not in (CONFIG_DIGEST_ANNOTATION, CONFIG_HOLDER_ANNOTATION)}
+                       if key not in (CONFIG_DIGEST_ANNOTATION, CONFIG_HOLDER_ANNOTATION, CONFIG_VERSION_ANNOTATION)}
         if self._config_digest:
-            annotations |= {CONFIG_DIGEST_ANNOTATION: self._config_digest, CONFIG_HOLDER_ANNOTATION: self.identity}
+            annotations |= {CONFIG_DIGEST_ANNOTATION: self._config_digest, CONFIG_HOLDER_ANNOTATION: self.identity,
+                            CONFIG_VERSION_ANNOTATION: __version__}
         kept = {key: value for key, value in metadata.items() if key != "annotations"}
         return {**kept, "annotations": annotations} if annotations else kept

@@ -31,11 +31,12 @@ from urllib.parse import quote
 import aiohttp
 import anyio
 
+from scheduler import __version__
 from scheduler.api.config import BUILTIN_SOURCE
 from scheduler.api.config_effective import config_digest
 from scheduler.api.config_model import LeaderElectionConfig, SchedulerConfig
 from scheduler.kube.http import KubeHttp
-from scheduler.kube.leader import JITTER_FACTOR, LEASES, lease_config_digest
+from scheduler.kube.leader import JITTER_FACTOR, LEASES, lease_config_digest, lease_config_version
 from scheduler.kube.term_token import term_token
 from scheduler.kubectl.installed import CONFIG_MAP, DEFAULT_NAMESPACE, lease_grant
 
@@ -64,8 +65,10 @@ class Leadership:
     # leaseTransitions, acquireTime), "" when no holder is named: a pod carrying it was fenced by it
     term: str = ""
     # the digest of the configuration the holder runs, as it records it on the Lease
-    # (`lease_config_digest`), "" when not known; and the warning when the dry run uses another (`config_drift`)
+    # (`lease_config_digest`), "" when not known, and the Tessera version that computed it; and the
+    # warning when the dry run uses another (`config_drift`)
     config_digest: str = ""
+    config_version: str = ""
     drift: str = ""
 
 
@@ -99,7 +102,8 @@ async def leadership(http: KubeHttp, election: LeaderElectionConfig, *,
         return _released(lease, namespace, age, retry)
     if age is not None and -SKEW <= age <= retry + SKEW:
         return Leadership(lease, LEADING, f"{holder} (the Lease {lease} was renewed about {round(age)} s ago)",
-                          holder, age, duration, _term(namespace, name, seen), lease_config_digest(read))
+                          holder, age, duration, _term(namespace, name, seen), lease_config_digest(read),
+                          lease_config_version(read))
     window = retry + SKEW
     progress(f"watching the Lease {lease} for up to {window:g} s: "
              + (f"{holder} last renewed it about {round(age)} s ago by this machine's clock" if age is not None
@@ -128,7 +132,7 @@ async def leadership(http: KubeHttp, election: LeaderElectionConfig, *,
                 "renewal came late)" if age is not None else ")")
         return Leadership(lease, LEADING, said, renewed, _age(current["spec"], now()),
                           _duration(current["spec"], election), _term(namespace, name, current["spec"]),
-                          lease_config_digest(current))
+                          lease_config_digest(current), lease_config_version(current))
     if not looked:  # the apiserver, not the holder, may be the trouble: nothing says it stopped
         when = f", renewed about {round(age)} s ago by this machine's clock" if age is not None else ""
         return Leadership(lease, UNKNOWN, f"unknown: the Lease {lease} (held by {holder}{when}) could not be read "
@@ -148,8 +152,11 @@ def config_drift(leader: Leadership, config: SchedulerConfig, namespace: str = D
     built-in one when there is none); "" when they agree or the leader's is not known. Nothing
     reloads a configuration: a ConfigMap changed by `helm upgrade` or `kubectl edit` is run only
     by replicas started since, and a bad upgrade's new pods that never start leave the old leader
-    running the old one. Both digests are `config_digest`, so equal settings compare equal."""
-    if leader.state != LEADING or not leader.config_digest:
+    running the old one. Both digests are `config_digest`, so equal settings compare equal; a
+    digest another version of Tessera computed is not compared (two versions may digest the same
+    settings differently: this command's release not being the leader's is no drift a restart
+    would end)."""
+    if leader.state != LEADING or not leader.config_digest or leader.config_version != __version__:
         return ""
     ours = config_digest(config)
     if ours == leader.config_digest:

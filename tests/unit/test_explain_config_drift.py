@@ -17,7 +17,8 @@ import pytest
 
 from scheduler.api.config import load_config, parse_config_text
 from scheduler.api.config_effective import config_digest
-from scheduler.kube.leader import CONFIG_DIGEST_ANNOTATION, CONFIG_HOLDER_ANNOTATION
+from scheduler import __version__
+from scheduler.kube.leader import CONFIG_DIGEST_ANNOTATION, CONFIG_HOLDER_ANNOTATION, CONFIG_VERSION_ANNOTATION
 from scheduler.kubectl import cli
 from scheduler.kubectl.target import Target
 from scheduler.sim import builders as b
@@ -29,18 +30,20 @@ NEW = OLD + "profiles:\n- schedulerName: tessera\n  plugins:\n    score:\n      
 WARNING = "Warning:"
 
 
-def _recorded(digest: str | None, holder: str = HOLDER) -> dict[str, Any]:
-    """The leader's Lease, renewed 1 s ago, with the digest it records (None: no annotation)."""
+def _recorded(digest: str | None, holder: str = HOLDER, version: str = __version__) -> dict[str, Any]:
+    """The leader's Lease, renewed 1 s ago, with the digest it records (None: no annotation) and
+    the version of Tessera that computed it."""
     lease = _lease(HOLDER, NOW - 1)
     if digest is not None:
-        lease["metadata"] = {"annotations": {CONFIG_DIGEST_ANNOTATION: digest, CONFIG_HOLDER_ANNOTATION: holder}}
+        lease["metadata"] = {"annotations": {CONFIG_DIGEST_ANNOTATION: digest, CONFIG_HOLDER_ANNOTATION: holder,
+                                             CONFIG_VERSION_ANNOTATION: version}}
     return lease
 
 
-def _api(installed: str | None, digest: str | None, holder: str = HOLDER) -> _Api:
+def _api(installed: str | None, digest: str | None, holder: str = HOLDER, version: str = __version__) -> _Api:
     config_map = {} if installed is None else {
         _CONFIG_MAP: (200, {"kind": "ConfigMap", "data": {"config.yaml": installed}})}
-    return _Api([(200, _recorded(digest, holder))], config_map)
+    return _Api([(200, _recorded(digest, holder, version))], config_map)
 
 
 def _digest(text: str) -> str:
@@ -84,19 +87,23 @@ async def test_the_json_form_carries_both_digests(command: str, monkeypatch: pyt
     doc = orjson.loads(await _run(command, monkeypatch, capsys, _api(NEW, _digest(OLD)), output="json"))
     leader = doc["member"]["leader"] if "member" in doc else doc["leader"]
     assert leader["config_digest"] == _digest(OLD)
+    assert leader["config_version"] == __version__
     assert leader["drift"].startswith(f"the leader {HOLDER} runs the configuration with digest {_digest(OLD)}, "
                                       f"but the ConfigMap")
 
 
 @pytest.mark.parametrize("command", ["explain", "what-if"])
-@pytest.mark.parametrize("case", ["equal", "no-annotation", "another-holder"])
+@pytest.mark.parametrize("case", ["equal", "no-annotation", "another-holder", "another-version"])
 async def test_no_warning_when_equal_or_unknown(command: str, case: str, monkeypatch: pytest.MonkeyPatch,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     """Equal digests; a Lease without the annotation (another program's holder, a Tessera before
     it wrote one); a digest another holder recorded (a Go holder took the Lease over, keeping
-    the metadata it read): unknown, not a mismatch."""
+    the metadata it read): unknown, not a mismatch. A digest another version of Tessera computed
+    (this kubectl-tessera is not the leader's release): two versions may digest the same settings
+    differently (docs/configuration.md), and a restart would not make the warning go."""
     api = {"equal": _api(NEW, _digest(NEW)), "no-annotation": _api(NEW, None),
-           "another-holder": _api(NEW, _digest(OLD), holder="someone-else")}[case]
+           "another-holder": _api(NEW, _digest(OLD), holder="someone-else"),
+           "another-version": _api(NEW, _digest(OLD), version="0.0.9")}[case]
     out = await _run(command, monkeypatch, capsys, api)
     assert "Leader:" in out and WARNING not in out, out
 
@@ -127,3 +134,31 @@ async def test_a_configuration_given_with_config_is_not_compared(
     tried.write_text(NEW)
     out = await _run(command, monkeypatch, capsys, _api(OLD, _digest(OLD)), config=str(tried))
     assert "Leader:" in out and WARNING not in out, out
+
+
+@pytest.mark.parametrize("command", ["explain", "what-if"])
+async def test_a_configmap_that_could_not_be_used_is_not_compared(
+        command: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A bad upgrade's ConfigMap (invalid, its leaderElection still read: the Lease is known): the
+    dry run falls back to the built-in configuration, which no replica was started with; its
+    digest against the leader's would say a drift that is not the one to fix (the ConfigMap's own
+    warning says what is)."""
+    invalid = OLD + "profiles:\n- schedulerName: tessera\n  plugins:\n    score:\n      enabled:\n      - name: NoSuch\n"
+    out = await _run(command, monkeypatch, capsys, _api(invalid, _digest(OLD)))
+    assert "Leader:" in out and HOLDER in out and WARNING not in out, out
+
+
+async def test_a_leader_that_renews_while_watched_has_its_digest_read(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The Lease read first looks late; the holder renews while the command watches: the renewed
+    Lease's digest is the one compared."""
+    late = _recorded(_digest(OLD))
+    late["spec"] = _lease(HOLDER, NOW - 30)["spec"]
+    renewed = _recorded(_digest(OLD))
+    renewed["spec"] = _lease(HOLDER, NOW + 1)["spec"]
+    api = _api(NEW, _digest(OLD))
+    api.leases = [(200, late), (200, renewed)]
+    out = await _run("explain", monkeypatch, capsys, api)
+    assert "while this command watched" in out, out
+    [warning] = [line for line in out.splitlines() if line.startswith(WARNING)]
+    assert f"runs the configuration with digest {_digest(OLD)}" in warning, warning

@@ -210,7 +210,7 @@ def test_the_json_form_carries_who_leads() -> None:
                                                                18.0, 30)))
     assert doc["leader"] == {"lease": "tessera-system/tessera", "state": "stopped", "message": "none: ...",
                              "holder": "a", "age": 18.0, "duration": 30, "term": "", "config_digest": "",
-                             "drift": ""}
+                             "config_version": "", "drift": ""}
 
 
 async def test_the_lease_gives_the_term_its_holder_fences_pods_with() -> None:

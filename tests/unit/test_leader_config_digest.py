@@ -14,7 +14,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from scheduler.kube.leader import CONFIG_DIGEST_ANNOTATION, CONFIG_HOLDER_ANNOTATION, LeaderElector, lease_config_digest
+from scheduler import __version__
+from scheduler.kube.leader import (CONFIG_DIGEST_ANNOTATION, CONFIG_HOLDER_ANNOTATION, CONFIG_VERSION_ANNOTATION,
+                                   LeaderElector, lease_config_digest)
 from tests.fakelease import Clock, LeaseServer
 
 
@@ -33,7 +35,8 @@ async def test_the_leader_writes_its_digest_with_the_lease_and_no_request_more()
     clock, server = Clock(), LeaseServer()
     a = _elector(server, "A", clock, "0123456789ab")
     assert await a._try_acquire_or_renew()  # creates the Lease
-    assert _annotations(server) == {CONFIG_DIGEST_ANNOTATION: "0123456789ab", CONFIG_HOLDER_ANNOTATION: "A"}
+    assert _annotations(server) == {CONFIG_DIGEST_ANNOTATION: "0123456789ab", CONFIG_HOLDER_ANNOTATION: "A",
+                                    CONFIG_VERSION_ANNOTATION: __version__}
     clock.t += 2
     assert await a._try_acquire_or_renew()  # the fast path renews with it
     assert server.calls == [("A", "GET"), ("A", "POST"), ("A", "PUT")]  # as without a digest
@@ -47,7 +50,8 @@ async def test_a_standby_taking_over_rewrites_the_digest() -> None:
     assert not await b._try_acquire_or_renew()
     clock.t += 30  # A stopped renewing
     assert await b._try_acquire_or_renew()
-    assert _annotations(server) == {CONFIG_DIGEST_ANNOTATION: "bbbbbbbbbbbb", CONFIG_HOLDER_ANNOTATION: "B"}
+    assert _annotations(server) == {CONFIG_DIGEST_ANNOTATION: "bbbbbbbbbbbb", CONFIG_HOLDER_ANNOTATION: "B",
+                                    CONFIG_VERSION_ANNOTATION: __version__}
     assert lease_config_digest(server.lease) == "bbbbbbbbbbbb"
 
 
@@ -68,7 +72,7 @@ async def test_a_holder_that_records_no_digest_clears_the_one_before_it() -> Non
     assert not await b._try_acquire_or_renew()
     clock.t += 30
     assert await b._try_acquire_or_renew()
-    assert CONFIG_DIGEST_ANNOTATION not in _annotations(server) and lease_config_digest(server.lease) == ""
+    assert _annotations(server) == {} and lease_config_digest(server.lease) == ""
 
 
 async def test_a_lease_another_program_took_over_reads_as_unknown() -> None:
@@ -87,3 +91,23 @@ async def test_a_lease_another_program_took_over_reads_as_unknown() -> None:
     del plain["metadata"]["annotations"]
     assert lease_config_digest(plain) == ""
     assert lease_config_digest({"kind": "Lease"}) == "" and lease_config_digest({"metadata": None, "spec": 3}) == ""
+
+
+async def test_a_lease_with_null_annotations_or_others_of_its_own_is_taken_over_keeping_them() -> None:
+    """A Lease written by another tool (`annotations: null`, as a client serialising an empty map
+    may send; or annotations of its own, a GitOps tool's): the takeover's PUT carries the digest
+    beside whatever else the Lease is annotated with, conditional on the version read (no
+    conflict of its own)."""
+    clock, server = Clock(), LeaseServer()
+    a = _elector(server, "A", clock, "aaaaaaaaaaaa")
+    assert await a._try_acquire_or_renew()
+    assert await a.release()
+    assert server.lease is not None
+    for annotations, kept in ((None, {}), ({"argocd.argoproj.io/tracking-id": "t"},
+                                           {"argocd.argoproj.io/tracking-id": "t"})):
+        server.lease["metadata"]["annotations"] = annotations
+        b = _elector(server, "B", clock, "bbbbbbbbbbbb")
+        assert await b._try_acquire_or_renew()
+        assert _annotations(server) == {**kept, CONFIG_DIGEST_ANNOTATION: "bbbbbbbbbbbb", CONFIG_HOLDER_ANNOTATION: "B",
+                                        CONFIG_VERSION_ANNOTATION: __version__}
+        assert await b.release()
