@@ -60,7 +60,7 @@ async def test_a_gang_that_does_not_fit_gets_a_warning_on_its_podgroup(
     assert len(members) == 3
     (note,) = {e["note"] for e in members}
     # the members' note, word for word, then (12 GPUs asked of 8 in all) that the gang can never fit
-    assert event["note"] == (f"{note}. Its gang can never fit as the cluster is: its 3 members ask for "
+    assert event["note"] == (f"{note} Its gang can never fit as the cluster is: its 3 members ask for "
                              "12 nvidia.com/gpu together, and the schedulable nodes have 8 in all.")
     assert event["note"].startswith("pod group default/")
     assert "only 2 of the 3 members it needs fit" in event["note"]
