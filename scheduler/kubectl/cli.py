@@ -32,7 +32,7 @@ from scheduler.kube.snapshot import ClusterListing, ListError, list_cluster, pod
 from scheduler.kubectl import explain as explaining
 from scheduler.kubectl import explain_group as explaining_group
 from scheduler.kubectl import probe_pods, rollback, whatif
-from scheduler.kubectl.installed import DEFAULT_NAMESPACE, DRY_RUN_FALLBACK, ChosenConfig, installed_config
+from scheduler.kubectl.installed import DEFAULT_NAMESPACE, ChosenConfig, installed_config
 from scheduler.kubectl.leadership import UNKNOWN, Leadership, config_drift, leadership
 from scheduler.kubectl.other_profile import pending_left_out
 from scheduler.kubectl.output import FORMATS, dump
@@ -179,10 +179,9 @@ async def _chosen(args: argparse.Namespace, http: KubeHttp) -> ChosenConfig:
     return await _installed_config(args, http)
 
 
-async def _installed_config(args: argparse.Namespace, http: KubeHttp,
-                            fallback: str = DRY_RUN_FALLBACK) -> ChosenConfig:
+async def _installed_config(args: argparse.Namespace, http: KubeHttp) -> ChosenConfig:
     """The installed configuration (--scheduler-namespace), saying on stderr why not when it is not used."""
-    chosen = await installed_config(http, args.scheduler_namespace, fallback)
+    chosen = await installed_config(http, args.scheduler_namespace)
     if chosen.warning is not None:
         print(f"warning: {chosen.warning}", file=sys.stderr)
     return chosen
@@ -198,20 +197,22 @@ def _lease_source(args: argparse.Namespace, chosen: ChosenConfig) -> str:
     return "the built-in configuration's"
 
 
-async def _leader(http: KubeHttp, installed: ChosenConfig, args: argparse.Namespace) -> Leadership | None:
-    """explain's and what-if's `Leader:` line: who schedules now, by the Lease of the `installed`
-    configuration (unknown, saying why, when that Lease is not known); the wait a watch of it takes
+async def _leader(http: KubeHttp, chosen: ChosenConfig, args: argparse.Namespace) -> Leadership | None:
+    """explain's and what-if's `Leader:` line: who schedules now, by the Lease of the `chosen`
+    configuration, the one they dry-run (--config FILE's: a re-trial ran Tessera by hand on a file
+    beside the installed chart, and what-if read the chart's released Lease while explain named the
+    leader); unknown, saying why, when that Lease is not known. The wait a watch of it takes
     is said on stderr. A 403 names the shipped Role when the Lease is in --scheduler-namespace.
     When the dry run uses the installed configuration (no --config, and it was read), a leader
     running another one is said beside it (`config_drift`)."""
-    election = installed.lease
+    election = chosen.lease
     if isinstance(election, str):
         return Leadership("", UNKNOWN, f"unknown: {election}")
     leader = await leadership(http, election, role_namespace=args.scheduler_namespace,
                               progress=lambda line: print(line, file=sys.stderr))
-    if leader is None or args.config is not None or installed.warning is not None:
+    if leader is None or args.config is not None or chosen.warning is not None:
         return leader
-    return replace(leader, drift=config_drift(leader, installed.config, args.scheduler_namespace))
+    return replace(leader, drift=config_drift(leader, chosen.config, args.scheduler_namespace))
 
 
 async def _listing(target: Target, namespaces: Iterable[str],
@@ -434,12 +435,9 @@ async def _what_if(args: argparse.Namespace, target: Target) -> int:
             namespace = None if args.all_namespaces or args.namespace is None else target.namespace
             result = whatif.what_if(listing.objects, chosen.config, now, namespace, unread=listing.unread,
                                     scheduler_namespace=args.scheduler_namespace)
-        # pods wait (under a profile the configuration lacks too): does a replica schedule them now? The
-        # running scheduler's Lease says
+        # pods wait (under a profile the configuration lacks too): does a replica schedule them now?
         if result.outcomes or result.other_profile_pods:
-            installed = chosen if args.config is None else await _installed_config(
-                args, http, "the Leader line reads the built-in configuration's Lease")
-            result = whatif.with_leader(result, await _leader(http, installed, args), args.scheduler_namespace)
+            result = whatif.with_leader(result, await _leader(http, chosen, args), args.scheduler_namespace)
     finally:
         await http.api.close()
     _print(whatif.as_dict(result), lambda: whatif.render(result), args.output)

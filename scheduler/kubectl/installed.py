@@ -28,7 +28,7 @@ from scheduler.kube.http import TRANSPORT_ERRORS, KubeHttp
 from scheduler.kube.snapshot import CONFIG_READER, ROLES_FILE
 from scheduler.logs import describe_error
 
-__all__ = ["CONFIG_KEY", "CONFIG_MAP", "DEFAULT_NAMESPACE", "DRY_RUN_FALLBACK", "ChosenConfig", "config_grant",
+__all__ = ["CONFIG_KEY", "CONFIG_MAP", "DEFAULT_NAMESPACE", "ChosenConfig", "config_grant",
            "installed_config", "lease_grant"]
 
 CONFIG_MAP = "tessera-scheduler-config"  # deploy/scheduler/configmap.yaml, the chart's scheduler-configmap.yaml
@@ -54,21 +54,21 @@ class ChosenConfig:
 DRY_RUN_FALLBACK = "the dry run uses the built-in configuration (give --config FILE for another)"
 
 
-async def installed_config(http: KubeHttp, namespace: str, fallback: str = DRY_RUN_FALLBACK) -> ChosenConfig:
+async def installed_config(http: KubeHttp, namespace: str) -> ChosenConfig:
     """The configuration in `namespace`'s `tessera-scheduler-config` ConfigMap, else the built-in
-    one; `fallback` ends a warning, saying what the built-in one is then used for."""
+    one; a warning says why it is not used, ending in what the built-in one is then used for."""
     where = f"{namespace}/{CONFIG_MAP}"
     try:
         response = await http.request("GET", f"/api/v1/namespaces/{quote(namespace, safe='')}/configmaps/{CONFIG_MAP}")
     except TRANSPORT_ERRORS as err:  # the listing went through: say so, go on
         why = f"configmap {where}: cannot be read ({describe_error(err)})"
-        return ChosenConfig(load_config(None), f"{why}; {fallback}", _unknown(why))
+        return ChosenConfig(load_config(None), f"{why}; {DRY_RUN_FALLBACK}", _unknown(why))
     if response.status == 404:
         return ChosenConfig(load_config(None))
     if response.status != 200:
         why = f"configmap {where}: {'denied' if response.status in (401, 403) else 'cannot be read'} " \
               f"(HTTP {response.status})" + (f": {config_grant('get on it', namespace)}" if response.status == 403 else "")
-        return ChosenConfig(load_config(None), f"{why}; {fallback}", _unknown(why))
+        return ChosenConfig(load_config(None), f"{why}; {DRY_RUN_FALLBACK}", _unknown(why))
     try:
         body = response.json()
     except ValueError:  # not the apiserver's JSON (a proxy's page)
@@ -77,7 +77,7 @@ async def installed_config(http: KubeHttp, namespace: str, fallback: str = DRY_R
     text = data.get(CONFIG_KEY) if isinstance(data, dict) else None
     if not isinstance(text, str):
         why = f"configmap {where} has no {CONFIG_KEY}"
-        return ChosenConfig(load_config(None), f"{why}; {fallback}", _unknown(why))
+        return ChosenConfig(load_config(None), f"{why}; {DRY_RUN_FALLBACK}", _unknown(why))
     try:
         return ChosenConfig(parse_config_text(text, where))
     except ConfigError as err:
@@ -86,7 +86,7 @@ async def installed_config(http: KubeHttp, namespace: str, fallback: str = DRY_R
             election: LeaderElectionConfig | str = parse_leader_election_text(text, where)
         except ConfigError:
             election = _unknown(why)
-        return ChosenConfig(load_config(None), f"{why}; {fallback}", election)
+        return ChosenConfig(load_config(None), f"{why}; {DRY_RUN_FALLBACK}", election)
 
 
 def config_grant(permission: str, namespace: str = DEFAULT_NAMESPACE) -> str:

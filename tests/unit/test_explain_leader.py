@@ -148,12 +148,16 @@ def _args(pod: str) -> argparse.Namespace:
 def _installed_api(elect: bool) -> _Api:
     """The installed configuration's ConfigMap (its Lease tessera-system/tessera, `leaderElect:
     elect`) and that Lease, its holder's last renewal 12 s ago."""
-    text = (f"apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
-            f"leaderElection:\n  leaderElect: {str(elect).lower()}\n  leaseDuration: 30s\n  renewDeadline: 20s\n"
-            f"  retryPeriod: 4s\n  resourceNamespace: tessera-system\n  resourceName: tessera\n")
     return _Api([(200, _lease("tessera-7c9_1f", NOW - 12))], {
         "/api/v1/namespaces/tessera-system/configmaps/tessera-scheduler-config":
-            (200, {"kind": "ConfigMap", "data": {"config.yaml": text}})})
+            (200, {"kind": "ConfigMap", "data": {"config.yaml": _installed_text(elect)}})})
+
+
+def _installed_text(elect: bool = True) -> str:
+    """A configuration electing (`elect`) on the Lease tessera-system/tessera (30 s)."""
+    return (f"apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+            f"leaderElection:\n  leaderElect: {str(elect).lower()}\n  leaseDuration: 30s\n  renewDeadline: 20s\n"
+            f"  retryPeriod: 4s\n  resourceNamespace: tessera-system\n  resourceName: tessera\n")
 
 
 def _serve(monkeypatch: pytest.MonkeyPatch, api: _Api, objs: list[dict[str, Any]]) -> None:
@@ -230,10 +234,10 @@ async def test_what_if_says_who_schedules_the_pending_pods_now(monkeypatch: pyte
                                                               tmp_path: Any, elect: bool) -> None:
     """Known, not fixed until now: `what-if` did not read the Lease, so its "would be placed" beside
     pods that no replica was scheduling (the leader killed) said nothing of it. It says who leads
-    as explain does (the same `leadership`): through the installed configuration's Lease — the
-    running scheduler's — not the tried file's (here it names no Lease, so kube-system/tessera)."""
+    as explain does (the same `_leader`): through the Lease of the configuration it dry-runs, here
+    the tried file's (`test_with_config_the_leader_is_read_from_the_files_lease`)."""
     tried = tmp_path / "tried.yaml"
-    tried.write_text("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n")
+    tried.write_text(_installed_text(elect))
     api = _installed_api(elect)
     objs: list[dict[str, Any]] = [b.node("v100-node-001", gpus=4), b.pod("gap-pod", limits={"nvidia.com/gpu": 1})]
     _serve(monkeypatch, api, objs)
@@ -398,7 +402,31 @@ async def test_a_pod_written_by_a_leader_on_another_lease_says_so_on_the_leader_
                          "tessera"), line
 
 
-def _installed_text() -> str:
-    return ("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
-            "leaderElection:\n  leaderElect: true\n  leaseDuration: 30s\n  renewDeadline: 20s\n"
-            "  retryPeriod: 4s\n  resourceNamespace: tessera-system\n  resourceName: tessera\n")
+
+
+
+@pytest.mark.parametrize("command", ["explain", "what-if"])
+async def test_with_config_the_leader_is_read_from_the_files_lease(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Any, command: str) -> None:
+    """A re-trial: the Helm chart installed (replicas 0, its Lease tessera-system/tessera released)
+    and Tessera run by hand on topology.yaml (leaderElection kube-system/tessera). `explain
+    --config topology.yaml` named the leader; `what-if --config topology.yaml` read the installed
+    ConfigMap's Lease and said "Leader: none: the Lease tessera-system/tessera was released" while
+    a leader was renewing. Both read the Lease of the configuration they dry-run."""
+    topology = tmp_path / "topology.yaml"
+    topology.write_text(_installed_text().replace("tessera-system", "kube-system"))
+    api = _Api([(200, _lease("dev-box_7f", NOW - 1))],
+               {_CONFIG_MAP: (200, {"kind": "ConfigMap", "data": {"config.yaml": _installed_text()}})})
+    _serve(monkeypatch, api, [b.node("n1", gpus=4), b.pod("gap-pod", limits={"nvidia.com/gpu": 8})])
+    if command == "explain":
+        args = _args("gap-pod")
+        args.config = str(topology)
+        assert await cli._explain(args, Target(None, None, "default")) == 0
+    else:
+        args = argparse.Namespace(config=str(topology), namespace=None, all_namespaces=False, filename=None,
+                                  scheduler_namespace="tessera-system", output="table")
+        assert await cli._what_if(args, Target(None, None, "default")) == 0
+    out = capsys.readouterr()
+    assert [path for path in api.paths if "/leases/" in path] == [_BUILT_IN_LEASE], api.paths
+    [line] = [line for line in out.out.splitlines() if line.startswith("Leader:")]
+    assert re.sub(r"^Leader: +", "", line) == "dev-box_7f (the Lease kube-system/tessera was renewed about 1 s ago)", line
