@@ -38,7 +38,7 @@ from scheduler.api.config_model import LeaderElectionConfig, SchedulerConfig
 from scheduler.kube.http import KubeHttp
 from scheduler.kube.leader import JITTER_FACTOR, LEASES, lease_config_digest, lease_config_version
 from scheduler.kube.term_token import term_token
-from scheduler.kubectl.installed import CONFIG_MAP, DEFAULT_NAMESPACE, lease_grant
+from scheduler.kubectl.installed import CONFIG_KEY, CONFIG_MAP, DEFAULT_NAMESPACE, lease_grant
 
 __all__ = ["LEADING", "MISSING", "RELEASED", "SKEW", "STOPPED", "UNKNOWN", "Leadership", "config_drift",
            "leadership"]
@@ -155,7 +155,9 @@ def config_drift(leader: Leadership, config: SchedulerConfig, namespace: str = D
     running the old one. Both digests are `config_digest`, so equal settings compare equal; a
     digest another version of Tessera computed is not compared (two versions may digest the same
     settings differently: this command's release not being the leader's is no drift a restart
-    would end)."""
+    would end). The restart advised names both ways a replica runs: the Deployment, and a scheduler
+    run by hand (deploy/README's dev-cluster path, the Deployment at 0 replicas), where a rollout
+    restart does nothing; the command reads no Deployment to tell which."""
     if leader.state != LEADING or not leader.config_digest or leader.config_version != __version__:
         return ""
     ours = config_digest(config)
@@ -166,10 +168,12 @@ def config_drift(leader: Leadership, config: SchedulerConfig, namespace: str = D
         return (f"{runs}, but the built-in configuration this dry run uses (there is no ConfigMap "
                 f"{namespace}/{CONFIG_MAP}) is {ours}: it was started with another configuration file; "
                 "give that file with --config FILE")
+    key = CONFIG_KEY.replace(".", "\\.")  # jsonpath escapes the dot of a key
     return (f"{runs}, but the ConfigMap {config.source} holds {ours}, which this dry run uses: a replica reads its "
             f"configuration only when it starts; restart the scheduler (kubectl -n {namespace} rollout restart "
-            f"deploy/{DEPLOYMENT}), or, if new replicas were started and do not become ready, see why "
-            f"(kubectl -n {namespace} get pods)")
+            f"deploy/{DEPLOYMENT}; or, for a scheduler run by hand, run it again with the ConfigMap's {CONFIG_KEY} as "
+            f"--config (kubectl -n {namespace} get configmap {CONFIG_MAP} -o 'jsonpath={{.data.{key}}}')), "
+            f"or, if new replicas were started and do not become ready, see why (kubectl -n {namespace} get pods)")
 
 
 def _standby_try(retry: float) -> float:

@@ -77,6 +77,11 @@ async def test_a_configmap_the_leader_does_not_run_is_said_beside_the_leader_lin
     assert (f"the leader {HOLDER} runs the configuration with digest {old}, but the ConfigMap "
             f"tessera-system/tessera-scheduler-config holds {new}, which this dry run uses") in warning, warning
     assert "kubectl -n tessera-system rollout restart deploy/tessera-scheduler" in warning, warning
+    # a re-trial ran the scheduler by hand (deploy/README's dev-cluster path: the Deployment at 0
+    # replicas), where a rollout restart does nothing: the warning names that case's restart too
+    assert ("or, for a scheduler run by hand, run it again with the ConfigMap's config.yaml as --config "
+            "(kubectl -n tessera-system get configmap tessera-scheduler-config -o "
+            "'jsonpath={.data.config\\.yaml}')") in warning, warning
     assert "kubectl -n tessera-system get pods" in warning, warning  # new pods that do not start: why
     assert sum(line.startswith(WARNING) for line in lines) == 1
 
