@@ -56,6 +56,7 @@ class GroupExplanation:
     explained: str = ""  # the waiting member whose dry run speaks for the gang ("" when none waits)
     member: Explanation | None = None  # its explanation, as `explain POD` gives it
     invalid: str = ""  # why the scheduler cannot read the PodGroup ("" when it can)
+    failed: tuple[str, ...] = ()  # its pods in phase Failed, by name (finished: not among `members`)
 
 
 def podgroup_object(objects: Sequence[Mapping[str, Any]], namespace: str, name: str,
@@ -123,7 +124,9 @@ def explain_group(objects: Sequence[dict[str, Any]], namespace: str, name: str, 
         else {str(k): str(v) for k, v in sorted(written.items())} if isinstance(written, Mapping) else {},
         phase=status.phase if status is not None else "", members=lines,
         missing=max(0, minimum - len(members)) if minimum is not None else 0, waits=(),
-        invalid=state.unreadable_podgroups.get(key, ""))
+        invalid=state.unreadable_podgroups.get(key, ""),
+        failed=tuple(sorted(pod.meta.name for uid in state.gangs.history.get(key, ())
+                            if (pod := state.pods.get(uid)) is not None and pod.phase == "Failed")))
     # the member tried first speaks for the gang: one its gates do not keep out, if any
     speaker = min(waiting, key=lambda pod: (pod.gated, pod.meta.name), default=None)
     if speaker is not None:
@@ -157,6 +160,17 @@ def as_dict(result: GroupExplanation) -> dict[str, Any]:
     return out
 
 
+def _failed(x: GroupExplanation) -> str:
+    """Its failed members, which the member table (pods not finished) leaves out; in phase Failed,
+    that the phase stays: a re-trial read a Failed PodGroup listing only Running members, as a
+    Volcano user reads a dead job, while its job had replaced the failed pod."""
+    names = f"{', '.join(x.failed)} (phase Failed)" if x.failed else "no member in phase Failed is left"
+    if x.phase != "Failed":
+        return names
+    return (f"{names}: scheduler-plugins' Failed phase stays once a member failed, also while its job replaces the "
+            "pod; judge the job by its controller's status (docs/migrating.md, \"Reading a gang's state\")")
+
+
 def render(x: GroupExplanation) -> str:
     """The gang for a terminal: `describe`-style fields, why it waits, then its members."""
     placed = sum(1 for line in x.members if line.node and not line.waiting)
@@ -170,7 +184,10 @@ def render(x: GroupExplanation) -> str:
     fields = [("PodGroup:", f"{x.podgroup} ({x.api_version})"), (f"{field[0].upper()}{field[1:]}:", minimum)]
     if x.min_resources is not None:
         fields.append(("MinResources:", ", ".join(f"{k}: {v}" for k, v in x.min_resources.items()) or "-"))
-    fields += [("Phase:", x.phase or "-"), ("Members:", count)]
+    fields.append(("Phase:", x.phase or "-"))
+    if x.failed or x.phase == "Failed":
+        fields.append(("Failed:", _failed(x)))
+    fields.append(("Members:", count))
     if x.invalid:
         fields.insert(1, ("Invalid:", f"the scheduler cannot read it: {x.invalid}"))
     if x.member is not None and x.member.leader is not None:

@@ -244,3 +244,26 @@ def test_the_podgroup_hint_names_each_api_and_only_the_pods_namespace(tmp_path: 
     elsewhere = b.podgroup("pt", 1, namespace="research")
     status, _, err = _run(tmp_path, monkeypatch, capsys, [node, elsewhere], "pt")
     assert (status, err) == (1, 'error: pods "pt" not found in namespace "default"\n')
+
+
+def test_a_failed_podgroup_names_its_failed_members_and_why_the_phase_stays(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A re-trial: `explain pg/pt` of a PodGroup in phase Failed listed only its Running members
+    (the table holds the pods that have not finished), so nothing said which member failed nor
+    that the phase stays Failed while the job replaces that pod (scheduler-plugins' controller)."""
+    group = b.podgroup("pt", 2)
+    group["status"] = {"phase": "Failed", "running": 1, "failed": 1}
+    labels = {PODGROUP_LABEL: "pt"}
+    objs = [b.node("n1", gpus=8), b.node("n2", gpus=8), group,
+            b.pod("pt-master-0", labels=labels, limits={"nvidia.com/gpu": 8}, node_name="n1", phase="Running"),
+            b.pod("pt-worker-0", labels=labels, limits={"nvidia.com/gpu": 8}, node_name="n2", phase="Failed"),
+            b.pod("pt-worker-0-r", labels=labels, limits={"nvidia.com/gpu": 8}, node_name="n2", phase="Running")]
+    status, out, err = _run(tmp_path, monkeypatch, capsys, objs, "pg/pt")
+    assert (status, err) == (0, ""), err
+    assert "Phase:         Failed" in out, out
+    [line] = [line for line in out.splitlines() if line.startswith("Failed:")]
+    assert line == ("Failed:        pt-worker-0 (phase Failed): scheduler-plugins' Failed phase stays once a member "
+                    "failed, also while its job replaces the pod; judge the job by its controller's status "
+                    "(docs/migrating.md, \"Reading a gang's state\")"), line
+    status, out, _ = _run(tmp_path, monkeypatch, capsys, objs, "pg/pt", "-o", "json")
+    assert orjson.loads(out)["failed"] == ["pt-worker-0"]
