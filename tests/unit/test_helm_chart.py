@@ -1552,6 +1552,29 @@ def test_quantities_the_apiserver_takes_render(helm: Path) -> None:
     assert _containers(docs, "Deployment", "tessera-scheduler")["resources"] == resources
 
 
+@pytest.mark.parametrize(("request_", "limit"), [
+    ("2", "1"), (2, 1), ("1001m", "1"), ("1Gi", "1G"), ("1025Mi", "1Gi"), ("1.5", "1500m"), (0.5, "500m"),
+    ("1e3", "1k"), ("2.e3", "2Ki"), ("1000000001", "1G"), ("+1", "999m"), (".5", "499m"), ("3u", "2999n"),
+    ("1.5", "1499m"), (0.5, "499m"), ("1.e+3", "999"), ("2.e+3", "1999"), ("2.", "1999m"), ("1Ei", "1E"), ("2", 2), (1.5, "1.5"),
+])
+@pytest.mark.parametrize("component", ["scheduler", "agent"])
+def test_a_request_above_its_limit_is_refused_naming_both(helm: Path, component: str, request_: Any,
+                                                          limit: Any) -> None:
+    """A re-trial: `--set scheduler.resources.requests.cpu=2` beside the default limit 1 went
+    through `helm template`, and the apiserver refused the Deployment at install ("must be less
+    than or equal to cpu limit of 1"), leaving a failed revision. Refused when rendered, each
+    resource a request and a limit name, quantities compared by value (scheduler/api/quantity.py
+    is the reference: equal values in other units are taken)."""
+    for name in ("cpu", "memory", "ephemeral-storage"):
+        values = {component: {"resources": {"requests": {name: request_}, "limits": {name: limit}}}}
+        if parse_quantity(str(request_)) > parse_quantity(str(limit)):
+            error = helm_template_error(helm, values)
+            assert (f'{component}.resources.requests.{name}: Invalid value: "{request_}": must be less than or equal '
+                    f"to {name} limit of {limit} ({component}.resources.limits.{name})") in error, error
+        else:
+            helm_template(helm, values)
+
+
 def test_a_prometheus_rule_reading_another_job_than_the_service_monitors_is_refused(helm: Path) -> None:
     """A user trial: prometheusRule.job other than the ServiceMonitor's job (the Service's name)
     made every rule read no series, and TesseraSchedulerDown fired forever."""

@@ -134,6 +134,48 @@ d, w and y: 24h, 7d, 365d) in nanoseconds, as a float.
 {{- end }}
 
 {{/*
+A quantity (values.schema.json's "quantity": a number, then a suffix or an exponent) as the
+float64 nearest its value, printed so that it parses back to the same float64. A decimal suffix
+becomes an exponent of the written number ("1001m" parses as "1001e-3", as "1.001" does) and a
+binary one a power of two (exact): the float is the exact value rounded once, so two quantities
+compare as their values do, but for ones closer than a float64 tells apart (1 part in 1e16).
+*/}}
+{{- define "tessera.quantity" -}}
+{{- $text := toString . }}
+{{- $number := regexFind "^\\+?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)" $text }}
+{{- $suffix := trimPrefix $number $text }}
+{{- $decimal := dict "" 0 "n" -9 "u" -6 "m" -3 "k" 3 "M" 6 "G" 9 "T" 12 "P" 15 "E" 18 }}
+{{- $binary := dict "Ki" 1024.0 "Mi" 1048576.0 "Gi" 1073741824.0 "Ti" 1099511627776.0 "Pi" 1125899906842624.0 "Ei" 1152921504606846976.0 }}
+{{- if hasKey $binary $suffix }}
+{{- mulf (float64 $number) (get $binary $suffix) }}
+{{- else if hasKey $decimal $suffix }}
+{{- float64 (printf "%se%v" $number (get $decimal $suffix)) }}
+{{- else }}
+{{- float64 $text }}
+{{- end }}
+{{- end }}
+
+{{/*
+A container's resources as the apiserver checks them (ValidateResourceRequirements: "must be
+less than or equal to cpu limit of 1"): a request above its limit would render, and the
+apiserver would then refuse the Deployment or DaemonSet, leaving a failed revision.
+Usage: include "tessera.checkResources" (list "scheduler" .Values.scheduler.resources)
+*/}}
+{{- define "tessera.checkResources" -}}
+{{- $component := index . 0 }}
+{{- $resources := index . 1 | default dict }}
+{{- $limits := $resources.limits | default dict }}
+{{- range $name, $request := ($resources.requests | default dict) }}
+{{- if hasKey $limits $name }}
+{{- $limit := get $limits $name }}
+{{- if gt (include "tessera.quantity" $request | float64) (include "tessera.quantity" $limit | float64) }}
+{{- fail (printf "%s.resources.requests.%s: Invalid value: %q: must be less than or equal to %s limit of %v (%s.resources.limits.%s): the apiserver would refuse the pods' template. Lower the request or raise the limit" $component $name (toString $request) $name $limit $component $name) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
 The checks `tessera run` makes on leaderElection (scheduler/api/config_parse.py _leader_election),
 so that breaking them fails the install rather than every start of the scheduler.
 */}}
