@@ -192,8 +192,8 @@ async def test_a_researcher_is_told_what_to_ask_for_and_never_given_a_verdict_of
     status, out, err = await _plugin(kubeconfig, "what-if", "-n", ns, "--config", "config/binpack.yaml")
     assert (status, err) == (0, ""), err
     assert "6 pending pods: 1 would be placed, 5 would stay pending" in out, out
-    # On dev-cluster no scheduler is installed, so the Leader line reads the built-in configuration's
-    # Lease, kube-system/tessera, outside the namespace of the shipped Role: a trial's team users all
+    # On dev-cluster no scheduler is installed, so the Leader line reads the Lease of the configuration
+    # tried (--config's, config/binpack.yaml: kube-system/tessera), outside the namespace of the shipped Role: a trial's team users all
     # read `Leader: unknown ... 403` there, told to ask for the Role they held. Here --scheduler-namespace
     # names a namespace with no install (the shared test cluster may hold one in tessera-system, whose
     # own Lease the line would read instead). The line names the Role and RoleBinding missing...
