@@ -1,0 +1,61 @@
+"""A slice that fits on no GPU of a node (a HAMi team's trial): the pod's condition keeps
+upstream's aggregated `N Insufficient <resource>` (one reason per node, counted alike), and
+explain's node line says what that count does not: the largest free room one GPU of the node
+has for the slice, and the matching GPUs that take none (held whole, cordoned, unhealthy)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scheduler.core import annotations as ann
+from scheduler.kubectl import explain as explaining
+from scheduler.sim import builders as b
+
+from tests.helpers import BINPACK, config
+
+SHARED = "class.tessera.dev/v100-shared"
+WHOLE = "class.tessera.dev/v100"
+
+
+def _holder(name: str, device: dict[str, Any], resource: str, amount: int | None) -> dict[str, Any]:
+    """A running pod bound to the device's node holding it whole (`amount` None) or `amount` GiB of it."""
+    spec = device["spec"]
+    grant = ann.DeviceGrant(spec["deviceID"], device["metadata"]["name"], None if amount is None else amount << 30,
+                            "" if amount is None else "memory", spec["resourceName"])
+    encoded = ann.encode_devices({"main": {resource: (grant,)}})
+    return b.pod(name, limits={resource: 1 if amount is None else amount}, node_name=spec["nodeName"],
+                 phase="Running", annotations={ann.DEVICES: encoded, ann.HELD_DEVICES: encoded})
+
+
+def _cluster() -> list[dict[str, Any]]:
+    """Node n: five 16Gi V100s; GPU 0 has 3Gi held (13Gi free), GPU 1 14Gi (2Gi free), GPU 2 is
+    held whole, GPU 3 cordoned, GPU 4 unhealthy. 14Gi is asked."""
+    devices = [b.device("n", i, memory="16Gi", unschedulable=i == 3, healthy=i != 4) for i in range(5)]
+    return [b.resource_class("v100", match_labels={"model": "V100"}),
+            b.resource_class("v100-shared", match_labels={"model": "V100"},
+                             sharing={"dimension": "memory", "unit": "1Gi"}),
+            b.node("n", gpus=5), *devices,
+            _holder("a", devices[0], SHARED, 3), _holder("b", devices[1], SHARED, 14),
+            _holder("w", devices[2], WHOLE, None),
+            b.pod("big", limits={SHARED: 14})]
+
+
+def test_explain_names_the_largest_free_slice_of_a_node_and_the_gpus_that_take_none() -> None:
+    result = explaining.explain(_cluster(), "default/big", config(BINPACK), [], 0.0)
+    assert result is not None and result.dry_run is not None and result.dry_run.node == ""
+    assert result.dry_run.nodes == (explaining.NodeVerdict(
+        "n", False, f"Insufficient {SHARED}: largest free slice on one GPU: 13Gi (14Gi asked); "
+                    "matching GPUs that take no slice: 1 held whole, 1 cordoned, 1 unhealthy"),)
+    # the pod's condition stays upstream's aggregated count
+    assert result.dry_run.message.startswith(f"0/1 nodes are available: 1 Insufficient {SHARED}. preemption: ")
+
+
+def test_explain_says_no_free_room_when_every_matching_gpu_is_full() -> None:
+    objs = _cluster()
+    objs[-1] = b.pod("big", limits={SHARED: 3})
+    objs.insert(-1, _holder("c", objs[3], SHARED, 13))  # GPU 0 full too
+    result = explaining.explain(objs, "default/big", config(BINPACK), [], 0.0)
+    assert result is not None and result.dry_run is not None
+    assert result.dry_run.nodes[0].detail == (
+        f"Insufficient {SHARED}: largest free slice on one GPU: 2Gi (3Gi asked); "
+        "matching GPUs that take no slice: 1 held whole, 1 cordoned, 1 unhealthy")
