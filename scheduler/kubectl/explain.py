@@ -351,14 +351,26 @@ def _same_term(token: str, current: str) -> bool:
                                                                      theirs.acquire_time)
 
 
+# HAMi's per-container slice of a GPU (beside its `nvidia.com/gpu` count of vGPUs): a pod written
+# for HAMi asks for these, which no Tessera node advertises; its slice is a sharing class here
+HAMI_SLICE_RESOURCES = frozenset({"nvidia.com/gpumem", "nvidia.com/gpumem-percentage", "nvidia.com/gpucores"})
+HAMI_SECTION = "docs/migrating.md#hami"
+
+
 def _unadvertised(state: ClusterState, pod: Pod, names: Offered) -> tuple[str, ...]:
     """The extended resources (a domain-prefixed name) the pod asks for that no node advertises
     and no ResourceClass provides, each with the close name that is, if any: upstream's
-    `Insufficient nvidia.com/gpus` says nothing of a typo (a platform engineer's trial)."""
+    `Insufficient nvidia.com/gpus` says nothing of a typo (a platform engineer's trial). A HAMi
+    slice name (`nvidia.com/gpumem`) gets no close name: the close one is the whole-GPU count, the
+    wrong advice for a slice (a HAMi team's trial); it points to the sharing classes instead."""
     known = names.advertised | names.counted | names.owned
     found = []
     for name in extended_requests(pod):
         if name in known or state.classes.is_class_resource(name):
+            continue
+        if name in HAMI_SLICE_RESOURCES:  # one edit from nvidia.com/gpu, but a slice was asked, not a whole GPU
+            found.append(f"{name}: no node advertises it (a HAMi resource name: under Tessera a GPU slice is asked "
+                         f"through a sharing class, see {HAMI_SECTION})")
             continue
         close = get_close_matches(name, sorted(known), n=1, cutoff=0.8)
         found.append(f"{name}: no node advertises it" + (f' (did you mean "{close[0]}"?)' if close else ""))

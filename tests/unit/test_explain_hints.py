@@ -218,3 +218,17 @@ def test_a_node_selector_key_without_its_prefix_finds_the_prefixed_label() -> No
         '"nvidia.com/gpu.count"?)',)
     assert hint({"gpu.prodct": "x"}) == (  # no name equals or ends with it: the close spelling, as before
         'nodeSelector gpu.prodct=x: no node has the label gpu.prodct (did you mean "gpu.produce"?)',)
+
+
+def test_explain_points_a_hami_resource_name_to_the_sharing_class_section() -> None:
+    """`nvidia.com/gpumem` (HAMi's memory slice) is one edit away from `nvidia.com/gpu`, but a
+    whole GPU is not what such a pod asked for: explain points to a sharing class instead
+    (docs/migrating.md's HAMi section), for each HAMi name, not to the whole-GPU count."""
+    objs = [b.node("n1", gpus=4), b.pod("hami", limits={"nvidia.com/gpu": 1, "nvidia.com/gpumem": 3000,
+                                                         "nvidia.com/gpucores": 30})]
+    result = explaining.explain(objs, "default/hami", config(BINPACK), [], 0.0)
+    assert result is not None
+    assert result.unadvertised == tuple(
+        f"nvidia.com/{name}: no node advertises it (a HAMi resource name: under Tessera a GPU slice is asked "
+        "through a sharing class, see docs/migrating.md#hami)" for name in ("gpucores", "gpumem"))
+    assert "did you mean" not in explaining.render(result, 0.0)
