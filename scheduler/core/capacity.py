@@ -416,17 +416,20 @@ def own_used(state: ClusterState, info: NodeInfo, own: Set[str], resource: str) 
     stand for is charged as those devices alone (`ledger.counted_requests`) — and the devices
     counted as it that only its members hold (nominated preemptors' holds aside: not in
     `real_used`), whole or in slices, through a class or a plain request, on the node's own
-    devices or by the name of a device kept elsewhere (`ledger.counted_elsewhere`). Not the members'
+    devices or by the name of a device kept elsewhere (`ledger.counted_elsewhere`): a GPU any
+    other pod holds by either name is not theirs alone. Not the members'
     requests as written: a request a shared device stands for would free the device another pod
     still holds a slice of, and a class's device would not be freed at all."""
     ledger = state.ledger
     held = sum(state.placements[uid].requests.get(resource, 0) for uid in info.pods & own)
-    for name in info.devices:
+    kept = ledger.elsewhere.get(info.name, {})
+    for name, device in info.devices.items():
         use = ledger.use.get(name)
         if use is None or ledger.counted_as(name) != resource:
             continue
         whole, sliced = ledger.holders(use)
-        if (whole or sliced) and not (whole | sliced) - own:
+        # a pod holding its GPU by the name of a device kept elsewhere holds it too (a duplicate held by hand)
+        if (whole or sliced) and not (whole | sliced | kept.get(device.device_id, {}).keys()) - own:
             held += 1
     return held + sum(1 for counted, holders in ledger.counted_elsewhere(info) if counted == resource
                       and not holders - own)

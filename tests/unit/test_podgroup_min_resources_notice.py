@@ -15,6 +15,7 @@ import json
 from typing import Any
 
 from scheduler.core import annotations as ann
+from scheduler.core.capacity import own_used
 from scheduler.core.plugins import coscheduling
 from scheduler.core.plugins.coscheduling import resource_gap
 from scheduler.core.scheduler import Scheduler
@@ -580,3 +581,33 @@ def test_the_groups_own_gpu_kept_elsewhere_is_free_to_it() -> None:
     assert resource_gap(run.state, member, {"nvidia.com/gpu": 1}, 1) is None
     other = _waiting_member(run)
     assert resource_gap(run.state, other, {"nvidia.com/gpu": 1}, 1) == "resource gap: map[nvidia.com/gpu:1]"
+
+
+def test_the_groups_gpu_another_pod_holds_by_the_name_of_a_device_kept_elsewhere_stays_used() -> None:
+    """p0 (group g) holds n0's GPU by a name the ledger keeps elsewhere (moved to n9 and back, as
+    above); the GPU is published again on n0 as `n0.dup` (a duplicate: given to no pod) and q
+    (group h) is bound there by hand naming it. Two pods hold the one GPU: removing h's own pods
+    leaves p0 on it, so it is not free to h. `own_used` judged `n0.dup` by its own holders alone
+    (q only) and freed it: minResources of 2 `nvidia.com/gpu` on n0 (allocatable 2, one GPU in
+    use) was met. p0's group is not freed it either (q holds it too)."""
+    run = Run(config(BINPACK))
+    device = b.device("n0", 0)
+    run.add(b.node("n0", gpus=2), device, b.resource_class("v100", {"model": "V100"}),
+            b.podgroup("g", 1), b.pod("p0", labels={PG_LABEL: "g"}, limits={V100: 1}))
+    member = run.state.pod_by_key("default/p0")
+    bound = copy.deepcopy(run.replay.pods[member.uid])
+    moved = copy.deepcopy(bound)
+    moved["spec"]["nodeName"] = "n9"
+    run.feed(b.event("MODIFIED", moved), b.event("MODIFIED", bound))
+    dup = copy.deepcopy(device)
+    dup["metadata"]["name"], dup["metadata"]["uid"] = "n0.dup", "dup-uid"
+    by_hand = {key: value.replace(device["metadata"]["name"], "n0.dup")
+               for key, value in bound["metadata"]["annotations"].items()}
+    run.add(dup, b.podgroup("h", 1), b.pod("q", labels={PG_LABEL: "h"}, limits={V100: 1}, node_name="n0",
+                                           phase="Running", annotations=by_hand))
+    state, info = run.state, run.state.nodes["n0"]
+    other = state.pod_by_key("default/q")
+    assert info.real_used("nvidia.com/gpu") == 1 and run.state.ledger.elsewhere.get("n0")
+    assert own_used(state, info, {other.uid}, "nvidia.com/gpu") == 0
+    assert own_used(state, info, {member.uid}, "nvidia.com/gpu") == 0
+    assert resource_gap(state, other, {"nvidia.com/gpu": 2}, 1) == "resource gap: map[nvidia.com/gpu:1]"
