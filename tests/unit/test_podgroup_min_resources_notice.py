@@ -14,6 +14,8 @@ import copy
 import json
 from typing import Any
 
+import pytest
+
 from scheduler.core import annotations as ann
 from scheduler.core.capacity import own_used
 from scheduler.core.plugins import coscheduling
@@ -614,26 +616,28 @@ def test_the_groups_gpu_another_pod_holds_by_the_name_of_a_device_kept_elsewhere
 
 
 
-def test_min_resources_of_a_class_do_not_count_nominated_pods_holds_as_used() -> None:
-    """The test above through a ResourceClass (`capacity.class_free`): boss (4 V100s of class
-    v100, pinned to n1) is nominated there while the victim (2 of them) terminates, its hold on all
-    4; n1 has 2 devices no real holder uses, n2 4. A group asking `minResources` 6 of the class
-    is met (upstream's snapshot has no nominated pod); 7 is 1 short. Counting the hold, n1 had none."""
+@pytest.mark.parametrize(("resource", "gpus"), [(V100, 4), (SLICED, 1)])
+def test_min_resources_of_a_class_do_not_count_nominated_pods_holds_as_used(resource: str, gpus: int) -> None:
+    """The test above through a ResourceClass (`capacity.class_free`): boss (4 of the class,
+    pinned to n1: 4 V100s, or 4 slices of 8Gi of n1's one 32Gi V100) is nominated there while the
+    victim (2 of them) terminates, its hold on all 4; n1 has 2 no real holder uses, n2 4. A group
+    asking `minResources` 6 of the class is met (upstream's snapshot has no nominated pod); 7 is
+    1 short. Counting the hold, n1 had none."""
     core = Scheduler(config(BINPACK), seed=0)
-    victim = b.pod("victim", limits={V100: 2}, priority=-1, spec_extra=_on("n1"))
-    for obj in (b.resource_class("v100", {"model": "V100"}), b.node("n1", gpus=4), b.node("n2", gpus=4),
-                *(b.device(n, i) for n in ("n1", "n2") for i in range(4)), victim):
+    victim = b.pod("victim", limits={resource: 2}, priority=-1, spec_extra=_on("n1"))
+    for obj in (*_both_classes(), b.node("n1", gpus=gpus), b.node("n2", gpus=gpus),
+                *(b.device(n, i) for n in ("n1", "n2") for i in range(gpus)), victim):
         core.apply("ADDED", obj, 0.0)
     [placed] = core.schedule_next(0.0)
-    assert placed.node == "n1"  # assumed there, its 2 devices chosen
-    core.apply("ADDED", b.pod("boss", limits={V100: 4}, priority=1000, spec_extra=_on("n1")), 0.0)
+    assert placed.node == "n1"  # assumed there, its devices chosen
+    core.apply("ADDED", b.pod("boss", limits={resource: 4}, priority=1000, spec_extra=_on("n1")), 0.0)
     [attempt] = core.schedule_next(0.0)
     assert attempt.nominated_node == "n1" and [v.meta.name for v in attempt.preempted] == ["victim"], attempt.message
     victim["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:01Z"
     core.apply("MODIFIED", victim, 0.0)
     assert b.uid_for("Pod", "default", "boss") in core.state.holds
-    for obj in (b.podgroup("mid", 1), b.pod("mid-0", labels={PG_LABEL: "mid"}, limits={V100: 1}, priority=100)):
+    for obj in (b.podgroup("mid", 1), b.pod("mid-0", labels={PG_LABEL: "mid"}, limits={resource: 1}, priority=100)):
         core.apply("ADDED", obj, 0.0)
     pod = core.state.pod_by_key("default/mid-0")
-    assert resource_gap(core.state, pod, {V100: 6}, 1) is None
-    assert resource_gap(core.state, pod, {V100: 7}, 1) == f"resource gap: map[{V100}:1]"
+    assert resource_gap(core.state, pod, {resource: 6}, 1) is None
+    assert resource_gap(core.state, pod, {resource: 7}, 1) == f"resource gap: map[{resource}:1]"
