@@ -59,3 +59,32 @@ def test_a_member_whose_host_port_is_taken_on_a_node_leaves_it_usable_for_member
             _member("g-2", {"role": "worker"}))
     assert racks_of(run, ["g-0", "g-1", "g-2"]) == {("a", "r1")}
     assert run.node_of("g-0") == "a-r1-1"
+
+
+def test_a_placed_pod_sets_its_own_terms_aside_so_it_shares_no_form_with_its_twin() -> None:
+    """The filters set a pod's own placement and hold aside (InterPodAffinity's and
+    PodTopologySpread's own part, `nominated_on`'s skip), so a placed pod and a pending twin of
+    equal forms read the nodes differently: `a`, anti-affine to app=g by host, may stay on its own
+    node, its twin may not. Keyed alike, the twin's rows stood for both and a's node was lost."""
+    from dataclasses import replace
+
+    from scheduler.core.framework.cycle_state import prepare
+    from scheduler.core.objects import parse_pod
+
+    run = Run(topology_config())
+    run.add(*rack_nodes({("a", "r1"): 2}))
+    anti = {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "g"}}, "topologyKey": HOSTNAME}]}}}
+    run.add(b.pod("a", labels={"app": "g"}, limits={"nvidia.com/gpu": 2}, spec_extra=anti))
+    placed = run.node_of("a")
+    assert placed is not None
+    state = run.state
+    runtime = run.scheduler._engine.profiles["tessera"]
+    # as while assumed, before its Binding (the pod then names no node: NodeName's form is alike)
+    own = replace(next(pod for pod in state.pods.values() if pod.meta.name == "a"), node_name="")
+    twin = parse_pod(b.pod("twin", labels={"app": "g"}, limits={"nvidia.com/gpu": 2}, spec_extra=anti))
+    row = state.node_position(placed)
+    assert row is not None
+    assert runtime.usable_rows([prepare(own, state.classes)])[row]
+    assert not runtime.usable_rows([prepare(twin, state.classes)])[row]
+    assert runtime.usable_rows([prepare(twin, state.classes), prepare(own, state.classes)])[row]

@@ -146,8 +146,7 @@ class ProfileRuntime:
         usable = np.zeros(table.size, np.bool_)
         seen: set[Hashable] = set()
         for ctx in members:
-            applicable = [p for p in self.filters if p.filter_applies(ctx)]
-            form = tuple((p.name, p.pod_form(ctx)) for p in applicable)
+            applicable, form = self.applicable_form(ctx)
             if form in seen:
                 continue
             seen.add(form)
@@ -163,6 +162,16 @@ class ProfileRuntime:
                         alive[row] = False
             usable |= alive
         return usable
+
+    def applicable_form(self, ctx: PodContext) -> tuple[list[FilterPlugin], Hashable]:
+        """The filters applying to the pod and its form as they read it: each one's name and
+        `pod_form`, and the pod's uid while the state keeps a hold or a placement for it (the
+        filters set the pod's own aside: `nominated_on`'s skip, the tallies' own part), so two
+        such pods see the nodes differently whatever else they share."""
+        applicable = [p for p in self.filters if p.filter_applies(ctx)]
+        uid, state = ctx.pod.uid, self._state
+        own = uid if uid in state.holds or uid in state.placements else ""
+        return applicable, (own, tuple((p.name, p.pod_form(ctx)) for p in applicable))
 
     def node_hint(self, plugin: str) -> QueueingHint:
         return partial(self._own_rule_on_node, plugin)
