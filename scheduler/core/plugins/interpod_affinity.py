@@ -348,6 +348,7 @@ class InterPodAffinity(FilterPlugin, ScorePlugin):
         self.handle = handle
         self.args = args
         self._cached: tuple[Pod, int, Counts] | None = None
+        self._anti_terms: tuple[int, frozenset[PodTerm]] | None = None
         self._scored: tuple[Pod, int, Counter[Pair]] | None = None
         self._tallies: RecentTallies[NodeTally] = RecentTallies(TALLIES)
 
@@ -420,9 +421,28 @@ class InterPodAffinity(FilterPlugin, ScorePlugin):
         return found
 
     def pod_form(self, ctx: PodContext) -> Hashable:
-        """Its terms, namespace and labels: the placed and nominated pods' anti-affinity terms match
-        those (its own hold and placement aside, which a gang's pending members do not have)."""
-        return ctx.pod.meta.namespace, tuple(sorted(ctx.pod.meta.labels.items())), ctx.pod.affinity, ctx.pod.anti_affinity
+        """Its namespace and terms, whether its labels match all its affinity terms (`verdict`'s
+        first-pod rule) and which of the placed and nominated pods' anti-affinity terms match it
+        (`_existing_of`, `filter_applies`): all the filter reads of its labels, so an indexed
+        Job's members (labels differing per index) share a form (its own hold and placement set
+        aside: the runtime keys a pod having either by itself, `ProfileRuntime.applicable_form`)."""
+        pod, state = ctx.pod, self.handle.state
+        held = (t for uid in state.holds if uid != pod.uid and (other := state.pods.get(uid)) is not None
+                for t in other.anti_affinity)
+        namespace, labels = pod.meta.namespace, pod.meta.labels
+        return (namespace, pod.affinity, pod.anti_affinity, _matches_all(pod.affinity, pod),
+                frozenset(t for t in (*self._placed_anti_terms(), *held) if t.matches(namespace, labels)))
+
+    def _placed_anti_terms(self) -> frozenset[PodTerm]:
+        """The distinct required anti-affinity terms of the placed pods (`anti_affine_on`), kept
+        while no node changes (`touches`: a placement, removal or term change touches its node)."""
+        state = self.handle.state
+        kept = self._anti_terms
+        if kept is None or kept[0] != state.touches:
+            kept = self._anti_terms = (state.touches, frozenset(
+                t for uids in state.anti_affine_on.values() for uid in uids
+                if (other := state.pods.get(uid)) is not None for t in other.anti_affinity))
+        return kept[1]
 
     def filter(self, ctx: PodContext, info: NodeInfo) -> Reasons | None:
         return self._filter(ctx.pod, self.counts(ctx), info)

@@ -428,8 +428,11 @@ class PodTopologySpread(FilterPlugin, ScorePlugin):
         return tally.counts(_share(pod, constraints, node, (pod.uid,), state.pods) if node is not None else None)
 
     def pod_form(self, ctx: PodContext) -> Hashable:
-        """What its counts depend on (`signature`) and its labels (its own match of each constraint)."""
-        return signature(ctx.pod, ctx.pod.spread), tuple(sorted(ctx.pod.meta.labels.items()))
+        """What its counts depend on (`signature`) and whether each constraint selects the pod
+        itself (`verdict`'s own match): all the filter reads of its labels, which an indexed Job's
+        members differ in (its own placement set aside: `ProfileRuntime.applicable_form`)."""
+        pod = ctx.pod
+        return signature(pod, pod.spread), tuple(c.matches(pod.meta.labels) for c in pod.spread)
 
     def filter(self, ctx: PodContext, info: NodeInfo) -> Reasons | None:
         """The node's verdict with the preemptors nominated to it (`ClusterState.nominated_on`, the
