@@ -127,3 +127,53 @@ def test_a_gpu_with_only_a_tiny_slice_does_not_measure_idle() -> None:
     assert plugin is not None
     free = sorted(left for left, _, _ in plugin.measure.gpus(run.state.nodes[node]).state)
     assert free == [999, 1000], free  # the sliced GPU, the idle one
+
+
+def test_slices_fill_one_gpu_beside_a_finer_slice_type_in_the_mix() -> None:
+    """A user's trial on dev-cluster (no node agent, no kubelet: pods stay `Allocating`, kwok runs
+    them): 1Gi slices of a V100 class arriving one by one spread over several GPUs of their node
+    once the cluster had seen 100Mi slices (a `unit: 1Mi` class over the same GPUs). The measure
+    counted, per GPU, the milli-GPU under the last whole 100Mi slice as stranded (`free mod
+    share`, with the share rounded to 3 milli): a remainder every partly used GPU has, whose size
+    only follows the rounding of what is used (1000 mod 3 = 1, 969 mod 3 = 0, 938 mod 3 = 2), so
+    an idle GPU sometimes measured less fragmented than the used one and the slice opened it. The
+    slice chooser now charges an idle GPU the share the slice takes of it (`choose_slice`)."""
+    cfg = load_config(None)
+    run = Run(cfg)
+    run.replay.agent = False  # dev-cluster: no node agent marks the pods Allocated
+    fine, coarse = "class.tessera.dev/gpu-memory", "class.tessera.dev/v100-shared"
+    for node in ("v100-0", "v100-1"):
+        run.add(b.node(node, cpu="64", memory="256Gi", gpus=8), *(b.device(node, i, memory="32Gi") for i in range(8)))
+    run.add(b.resource_class("v100-shared", match_labels={"model": "V100"}, sharing={"dimension": "memory", "unit": "1Gi"}),
+            b.resource_class("gpu-memory", match_labels={"model": "V100"}, sharing={"dimension": "memory", "unit": "1Mi"}))
+    fine_pod = b.pod("fine", limits={fine: 100})
+    fine_pod["spec"]["nodeSelector"] = {"kubernetes.io/hostname": "v100-1"}
+    run.add(fine_pod)
+    devices = []
+    for i in range(6):  # one by one, each bound and then running (kwok) before the next comes
+        pod = b.pod(f"h{i}", limits={coarse: 1})
+        pod["spec"]["nodeSelector"] = {"kubernetes.io/hostname": "v100-0"}
+        run.add(pod)
+        assert run.node_of(f"h{i}") == "v100-0"
+        bound = run.replay.pods[run.state.pod_by_key(f"default/h{i}").uid]
+        run.feed(b.event("MODIFIED", {**bound, "status": {**bound.get("status", {}), "phase": "Running"}}))
+        [grant] = json.loads((run.last(f"h{i}").annotations or {})[ann.DEVICES])["containers"]["main"][coarse]
+        devices.append(grant["device"])
+    assert len(set(devices)) == 1, devices
+
+
+def test_slices_of_one_fine_class_fill_one_gpu() -> None:
+    """The same trial's `unit: 1Mi` pods alone: 30 slices of 1000Mi (30 of a V100's 32Gi) went to
+    two GPUs — a 1000Mi share rounds to 30 milli, and what each GPU had left under one share was
+    rounding again."""
+    run = Run(load_config(None))
+    run.replay.agent = False
+    resource = "class.tessera.dev/gpu-memory"
+    run.add(b.node("v100-0", cpu="64", memory="256Gi", gpus=8), *(b.device("v100-0", i, memory="32Gi") for i in range(8)),
+            b.resource_class("gpu-memory", match_labels={"model": "V100"}, sharing={"dimension": "memory", "unit": "1Mi"}))
+    devices = set()
+    for i in range(30):
+        run.add(b.pod(f"m{i}", limits={resource: 1000}))
+        [grant] = json.loads((run.last(f"m{i}").annotations or {})[ann.DEVICES])["containers"]["main"][resource]
+        devices.add(grant["device"])
+    assert len(devices) == 1, devices
