@@ -35,22 +35,36 @@ def _regarding_podgroups(api: FakeApi) -> list[dict[str, Any]]:
     return [event for event in api.events.values() if event["regarding"]["kind"] == "PodGroup"]
 
 
+def _gang_api(nodes: list[dict[str, Any]], path: str, group: dict[str, Any],
+              member: Callable[[str], dict[str, Any]]) -> FakeApi:
+    """A fake apiserver listing `nodes`, the PodGroup `group` (at its API's `path`) and its three
+    members big-0..2."""
+    api = FakeApi()
+    api.lists["/api/v1/nodes"] = nodes
+    api.lists[path] = [group]
+    for i in range(3):
+        api.add_pod(member(f"big-{i}"))
+    return api
+
+
+async def _run_until(api: FakeApi, done: Callable[[], bool], *, settle: float = 0.0, seconds: float = 10.0) -> None:
+    """Run a scheduler loop on `api` until `done`, then `settle` seconds more (that nothing follows)."""
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="test")  # type: ignore[arg-type]
+    async with anyio.create_task_group() as owner:
+        owner.start_soon(loop.run)
+        await until(done, seconds)
+        await anyio.sleep(settle)
+        owner.cancel_scope.cancel()
+
+
 @pytest.mark.parametrize(("group", "member", "path", "api_version"), [
     (b.podgroup("big", 3), plugins_gang_member, PLUGINS_LIST, "scheduling.x-k8s.io/v1alpha1"),
     (b.workload_podgroup("big", 3), workload_gang_member, WORKLOAD_LIST, "scheduling.k8s.io/v1alpha2"),
 ], ids=["scheduler-plugins", "workload-api"])
 async def test_a_gang_that_does_not_fit_gets_a_warning_on_its_podgroup(
         group: dict[str, Any], member: Callable[[str], dict[str, Any]], path: str, api_version: str) -> None:
-    api = FakeApi()
-    api.lists["/api/v1/nodes"] = [b.node("n1", gpus=4), b.node("n2", gpus=4)]
-    api.lists[path] = [group]
-    for i in range(3):
-        api.add_pod(member(f"big-{i}"))
-    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="test")  # type: ignore[arg-type]
-    async with anyio.create_task_group() as owner:
-        owner.start_soon(loop.run)
-        await until(lambda: bool(_regarding_podgroups(api)))
-        owner.cancel_scope.cancel()
+    api = _gang_api([b.node("n1", gpus=4), b.node("n2", gpus=4)], path, group, member)
+    await _run_until(api, lambda: bool(_regarding_podgroups(api)))
     [event] = _regarding_podgroups(api)
     assert event["regarding"] == {"kind": "PodGroup", "apiVersion": api_version, "name": "big",
                                   "namespace": "default", "uid": group["metadata"]["uid"]}
@@ -103,17 +117,8 @@ async def test_a_placed_gang_gets_one_normal_scheduled_event_on_its_podgroup(
     terminated) showed only those Warnings on `kubectl describe pg`. Once every member's Binding
     landed the PodGroup gets one Normal `Scheduled` (Volcano's reason for its PodGroups): how many
     members went where, once per placement, not once per pod."""
-    api = FakeApi()
-    api.lists["/api/v1/nodes"] = [b.node("n1", gpus=8), b.node("n2", gpus=4)]
-    api.lists[path] = [group]
-    for i in range(3):
-        api.add_pod(member(f"big-{i}"))
-    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="test")  # type: ignore[arg-type]
-    async with anyio.create_task_group() as owner:
-        owner.start_soon(loop.run)
-        await until(lambda: bool(_scheduled_on_podgroups(api)))
-        await anyio.sleep(0.2)  # no second one follows
-        owner.cancel_scope.cancel()
+    api = _gang_api([b.node("n1", gpus=8), b.node("n2", gpus=4)], path, group, member)
+    await _run_until(api, lambda: bool(_scheduled_on_podgroups(api)), settle=0.2)  # no second one follows
     [event] = _scheduled_on_podgroups(api)
     assert event["regarding"] == {"kind": "PodGroup", "apiVersion": api_version, "name": "big",
                                   "namespace": "default", "uid": group["metadata"]["uid"]}
@@ -150,18 +155,10 @@ def test_a_gang_that_does_not_fit_is_one_debug_line_per_attempt() -> None:
 async def test_a_placement_with_a_binding_refused_is_not_told_scheduled() -> None:
     """A member's Binding refused (a webhook's 422): that placement is no `Scheduled`; the member,
     tried again alone and bound, is its own placement of one."""
-    api = FakeApi()
-    api.lists["/api/v1/nodes"] = [b.node("n1", gpus=8), b.node("n2", gpus=4)]
-    api.lists[PLUGINS_LIST] = [b.podgroup("big", 3)]
-    for i in range(3):
-        api.add_pod(plugins_gang_member(f"big-{i}"))
+    api = _gang_api([b.node("n1", gpus=8), b.node("n2", gpus=4)], PLUGINS_LIST, b.podgroup("big", 3),
+                    plugins_gang_member)
     api.fail_next("POST", "/binding", status=422)
-    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="test")  # type: ignore[arg-type]
-    async with anyio.create_task_group() as owner:
-        owner.start_soon(loop.run)
-        await until(lambda: bool(_scheduled_on_podgroups(api)))
-        await anyio.sleep(0.2)
-        owner.cancel_scope.cancel()
+    await _run_until(api, lambda: bool(_scheduled_on_podgroups(api)), settle=0.2)
     [event] = _scheduled_on_podgroups(api)
     assert re.fullmatch(r"Successfully assigned 1 member of pod group default/big: 1 to n[12]", event["note"])
     assert len([e for e in api.events.values() if e["reason"] == "Scheduled"]) == 4
@@ -170,16 +167,9 @@ async def test_a_placement_with_a_binding_refused_is_not_told_scheduled() -> Non
 async def test_a_gang_placed_at_its_minimum_with_a_member_left_over_is_told_scheduled() -> None:
     """minMember 2 of 3 members, room for 2: the gang is placed (the third member is a pod like any
     other, unschedulable on its own) and the PodGroup is told so, for the 2 members placed."""
-    api = FakeApi()
-    api.lists["/api/v1/nodes"] = [b.node("n1", gpus=4), b.node("n2", gpus=4)]
-    api.lists[PLUGINS_LIST] = [b.podgroup("big", 2)]
-    for i in range(3):
-        api.add_pod(plugins_gang_member(f"big-{i}"))
-    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="test")  # type: ignore[arg-type]
-    async with anyio.create_task_group() as owner:
-        owner.start_soon(loop.run)
-        await until(lambda: bool(_scheduled_on_podgroups(api)), seconds=3.0)
-        owner.cancel_scope.cancel()
+    api = _gang_api([b.node("n1", gpus=4), b.node("n2", gpus=4)], PLUGINS_LIST, b.podgroup("big", 2),
+                    plugins_gang_member)
+    await _run_until(api, lambda: bool(_scheduled_on_podgroups(api)), seconds=3.0)
     [event] = _scheduled_on_podgroups(api)
     assert event["note"] == "Successfully assigned 2 members of pod group default/big: 1 to n1, 1 to n2"
 
