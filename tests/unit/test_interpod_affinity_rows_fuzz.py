@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from scheduler.api.config import load_config
-from scheduler.core.framework.cycle_state import prepare
+from scheduler.core.framework.cycle_state import PodContext, prepare
+from scheduler.core.framework.nodetable import NodeTable
 from scheduler.core.plugins.interpod_affinity import InterPodAffinity
 from scheduler.core.scheduler import Scheduler
 from scheduler.core.state.nodes import Placement
@@ -57,23 +58,7 @@ def test_filter_rows_equals_filter(seed: int) -> None:
     table = runtime.table
     table.sync()
     for pod in list(state.pods.values()):
-        ctx = prepare(pod, state.classes)
-        if not plugin.filter_applies(ctx):
-            continue
-        rows = np.array([rng.random() < 0.7 for _ in range(table.size)], np.bool_)
-        verdict = plugin.filter_rows(table, ctx, rows)
-        if not verdict.exact:
-            continue
-        masks = verdict.reasons()
-        for row in range(table.size):
-            expected = plugin.filter(ctx, table.info(row))
-            failed = verdict.fails is not None and bool(verdict.fails[row])
-            if not rows[row]:
-                assert not failed
-                continue
-            assert failed == (expected is not None), (pod.key, table.info(row).name)
-            if expected is not None:
-                assert verdict.reasons_of(row, masks) == expected
+        _rows_agree(plugin, table, prepare(pod, state.classes), rng, 0.7, pod.key)
 
 
 def test_a_pod_with_affinity_terms_is_timed_once_per_sampled_cycle_as_per_node() -> None:
@@ -180,20 +165,26 @@ def test_filter_rows_equals_filter_through_relabels_deletions_and_nominations(se
             aside = {uid: hold for uid in [pod.uid, *state.holds_below(state.competing_priority(pod))]
                      if (hold := state.set_aside_hold(uid)) is not None}
             try:
-                ctx = prepare(pod, state.classes)
-                if not plugin.filter_applies(ctx):
-                    continue
-                rows = np.array([rng.random() < 0.8 for _ in range(table.size)], np.bool_)
-                verdict = plugin.filter_rows(table, ctx, rows)
-                if not verdict.exact:
-                    continue
-                masks = verdict.reasons()
-                for row in range(table.size):
-                    expected = plugin.filter(ctx, table.info(row))
-                    failed = verdict.fails is not None and bool(verdict.fails[row])
-                    assert failed == (rows[row] and expected is not None), (step, pod.key, table.info(row).name)
-                    if failed:
-                        assert verdict.reasons_of(row, masks) == expected
+                _rows_agree(plugin, table, prepare(pod, state.classes), rng, 0.8, f"step {step} {pod.key}")
             finally:
                 for uid, hold in aside.items():
                     state.hold(uid, hold.placement, hold.priority)
+
+
+def _rows_agree(plugin: InterPodAffinity, table: NodeTable, ctx: PodContext, rng: random.Random, keep: float,
+                where: str) -> None:
+    """On a random `keep` share of the rows, the batch form (when it applies and is exact) fails
+    exactly the rows left whose per-node filter fails, with the same reasons, and no other row."""
+    if not plugin.filter_applies(ctx):
+        return
+    rows = np.array([rng.random() < keep for _ in range(table.size)], np.bool_)
+    verdict = plugin.filter_rows(table, ctx, rows)
+    if not verdict.exact:
+        return
+    masks = verdict.reasons()
+    for row in range(table.size):
+        expected = plugin.filter(ctx, table.info(row))
+        failed = verdict.fails is not None and bool(verdict.fails[row])
+        assert failed == (bool(rows[row]) and expected is not None), (where, table.info(row).name)
+        if failed:
+            assert verdict.reasons_of(row, masks) == expected
