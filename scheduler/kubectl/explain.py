@@ -766,12 +766,14 @@ def _naming_blockers(state: ClusterState, pod: Pod, node: str, reason: str) -> s
 
 
 def _slice_room(state: ClusterState, pod: Pod, info: NodeInfo, reason: str) -> str:
-    """For a sharing class's `Insufficient <resource>` on the node: the largest free room one of
-    its GPUs has for the slice (a container's slice goes on one GPU, so room spread over several
-    does not add up), beside the largest slice asked, and the matching GPUs that take no slice
-    (held whole, cordoned, unhealthy). Upstream's reason names the resource alone, and the pod's
-    condition counts the nodes by it (`4 Insufficient <resource>`), so only explain says it (a
-    HAMi team's trial: 14Gi asked with 13Gi free on one GPU read the same as a full node)."""
+    """For a sharing class's `Insufficient <resource>` on the node: the largest slice one of its
+    GPUs has room for, in whole units of the class (a container's slice goes on one GPU, so room
+    spread over several does not add up, and the planner takes whole units), beside the slices
+    asked (each container's when several ask: those running together add up on a GPU they
+    share), and the matching GPUs that take no slice (held whole, cordoned, a deviceID named
+    twice, unhealthy), or that none matches. Upstream's reason names the resource alone, and the
+    pod's condition counts the nodes by it (`4 Insufficient <resource>`), so only explain says it
+    (a HAMi team's trial: 14Gi asked with 13Gi free on one GPU read the same as a full node)."""
     requests = [req for req in prepare(pod, state.classes).device_requests
                 if req.cls.sharing is not None and reason == f"Insufficient {req.resource_name}"]
     if not requests:
@@ -780,23 +782,29 @@ def _slice_room(state: ClusterState, pod: Pod, info: NodeInfo, reason: str) -> s
     assert sharing is not None
     matching = [device for device in info.devices.values()
                 if cls.name in state.classes.device_classes.get(device.name, ()) and not state.ledger.is_ghost(device.name)]
+    if not matching:
+        return f"no GPU of the node matches class {cls.name}"
     free: list[Amount] = []
-    whole = cordoned = unhealthy = 0
+    whole = cordoned = duplicate = unhealthy = 0
     for device in matching:
         use = state.ledger.use.get(device.name)
         if not device.healthy:
             unhealthy += 1
-        elif not device.schedulable:
+        elif device.unschedulable:
             cordoned += 1
+        elif device.duplicate:
+            duplicate += 1
         elif use is not None and use.exclusive:
             whole += 1
         elif (capacity := device.capacity.get(sharing.dimension)) is not None:
-            free.append(max(capacity - state.ledger.shared_use(use, sharing.dimension), 0))
-    asked = max(req.count for req in requests) * sharing.unit
-    found = [f"largest free slice on one GPU: {format_quantity(max(free))} ({format_quantity(asked)} asked)"] \
-        if free else []
+            room = max(capacity - state.ledger.shared_use(use, sharing.dimension), 0)
+            free.append(room // sharing.unit * sharing.unit)
+    asked = f"{format_quantity(requests[0].count * sharing.unit)} asked" if len(requests) == 1 else \
+        "asked: " + ", ".join(f"{format_quantity(req.count * sharing.unit)} by {req.container}" for req in requests)
+    found = [f"largest free slice on one GPU: {format_quantity(max(free))} ({asked})"] if free else []
     none = [f"{count} {what}" for count, what in ((whole, "held whole"), (cordoned, "cordoned"),
-                                                   (unhealthy, "unhealthy")) if count]
+                                                   (duplicate, "deviceID named twice"), (unhealthy, "unhealthy"))
+            if count]
     if none:
         found.append(f"matching GPUs that take no slice: {', '.join(none)}")
     return "; ".join(found)

@@ -59,3 +59,49 @@ def test_explain_says_no_free_room_when_every_matching_gpu_is_full() -> None:
     assert result.dry_run.nodes[0].detail == (
         f"Insufficient {SHARED}: largest free slice on one GPU: 2Gi (3Gi asked); "
         "matching GPUs that take no slice: 1 held whole, 1 cordoned, 1 unhealthy")
+
+
+def test_explain_names_each_containers_slice_when_several_ask() -> None:
+    """Two containers running together each ask 8Gi: their slices add up on a GPU they share,
+    so GPU 0's 13Gi does not take both; '13Gi (8Gi asked)' read as if the pod fitted."""
+    objs = _cluster()
+    objs[-1] = b.pod("big", containers=[b.container("a", None, {SHARED: 8}), b.container("c", None, {SHARED: 8})])
+    result = explaining.explain(objs, "default/big", config(BINPACK), [], 0.0)
+    assert result is not None and result.dry_run is not None
+    assert result.dry_run.nodes[0].detail == (
+        f"Insufficient {SHARED}: largest free slice on one GPU: 13Gi (asked: 8Gi by a, 8Gi by c); "
+        "matching GPUs that take no slice: 1 held whole, 1 cordoned, 1 unhealthy")
+
+
+def test_explain_gives_the_largest_slice_in_whole_units_of_the_class() -> None:
+    """A GPU of 16160Mi (as device plugins report MiB) takes at most 15 slices of 1Gi: '16160Mi
+    (17Gi asked)' gave the room in another unit than the slice, and more than a slice can take."""
+    objs = [b.resource_class("v100-shared", match_labels={"model": "V100"},
+                             sharing={"dimension": "memory", "unit": "1Gi"}),
+            b.node("n", gpus=1), b.device("n", 0, memory="16160Mi"), b.pod("big", limits={SHARED: 17})]
+    result = explaining.explain(objs, "default/big", config(BINPACK), [], 0.0)
+    assert result is not None and result.dry_run is not None
+    assert result.dry_run.nodes[0].detail == f"Insufficient {SHARED}: largest free slice on one GPU: 15Gi (17Gi asked)"
+
+
+def test_explain_says_when_no_gpu_of_the_node_matches_the_class() -> None:
+    """A node whose GPUs the class does not select gave the bare 'Insufficient <resource>', as a full one."""
+    objs = _cluster()
+    objs[-1:-1] = [b.node("m", gpus=2), *[b.device("m", i, model="A100", memory="16Gi") for i in range(2)]]
+    result = explaining.explain(objs, "default/big", config(BINPACK), [], 0.0)
+    assert result is not None and result.dry_run is not None
+    details = {verdict.node: verdict.detail for verdict in result.dry_run.nodes}
+    assert details["m"] == f"Insufficient {SHARED}: no GPU of the node matches class v100-shared"
+
+
+def test_explain_tells_a_duplicate_device_id_from_a_cordoned_gpu() -> None:
+    """Device.schedulable is False for a deviceID two ExtendedResources name too: not cordoned."""
+    objs = _cluster()
+    twin = b.device("n", 5)
+    twin["spec"]["deviceID"] = objs[4]["spec"]["deviceID"]  # GPU 1's deviceID named twice
+    objs.insert(-1, twin)
+    result = explaining.explain(objs, "default/big", config(BINPACK), [], 0.0)
+    assert result is not None and result.dry_run is not None
+    assert result.dry_run.nodes[0].detail == (
+        f"Insufficient {SHARED}: largest free slice on one GPU: 13Gi (14Gi asked); matching GPUs that take no "
+        "slice: 1 held whole, 1 cordoned, 2 deviceID named twice, 1 unhealthy")
