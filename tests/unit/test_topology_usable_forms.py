@@ -88,3 +88,30 @@ def test_a_placed_pod_sets_its_own_terms_aside_so_it_shares_no_form_with_its_twi
     assert runtime.usable_rows([prepare(own, state.classes)])[row]
     assert not runtime.usable_rows([prepare(twin, state.classes)])[row]
     assert runtime.usable_rows([prepare(twin, state.classes), prepare(own, state.classes)])[row]
+
+
+def test_the_placed_pods_anti_affinity_terms_a_form_reads_keep_up_with_a_pod_placed_since() -> None:
+    """InterPodAffinity's form keeps the placed pods' distinct anti-affinity terms while no node
+    changes (`touches`): after x, anti-affine to role=lead by host, lands on a-r1-0, the lead and a
+    worker no longer share a form. Kept from before x (the mutant that never refreshes them), the
+    lead's rows stood for the worker's and a-r1-0 was lost to both."""
+    from scheduler.core.framework.cycle_state import prepare
+    from scheduler.core.objects import parse_pod
+
+    run = Run(topology_config())
+    run.add(*rack_nodes({("a", "r1"): 2}))
+    state = run.state
+    runtime = run.scheduler._engine.profiles["tessera"]
+    shuns_db = {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": HOSTNAME}]}}}
+    lead, worker = (parse_pod(_member(f"g-{i}", {"role": role}, spec_extra=shuns_db))
+                    for i, role in enumerate(("lead", "worker")))
+    rows = [state.node_position(name) for name in ("a-r1-0", "a-r1-1")]
+    assert None not in rows
+    assert all(runtime.usable_rows([prepare(lead, state.classes), prepare(worker, state.classes)])[rows])
+    anti = {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"role": "lead"}}, "topologyKey": HOSTNAME}]}}}
+    run.add(b.pod("x", scheduler="other", node_name="a-r1-0", phase="Running", limits={"nvidia.com/gpu": 2},
+                  spec_extra=anti))
+    assert not runtime.usable_rows([prepare(lead, state.classes)])[rows[0]]
+    assert all(runtime.usable_rows([prepare(lead, state.classes), prepare(worker, state.classes)])[rows])
