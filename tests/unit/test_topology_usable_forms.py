@@ -115,3 +115,31 @@ def test_the_placed_pods_anti_affinity_terms_a_form_reads_keep_up_with_a_pod_pla
                   spec_extra=anti))
     assert not runtime.usable_rows([prepare(lead, state.classes)])[rows[0]]
     assert all(runtime.usable_rows([prepare(lead, state.classes), prepare(worker, state.classes)])[rows])
+
+
+def test_a_held_pod_sets_its_own_hold_aside_so_it_shares_no_form_with_its_twin() -> None:
+    """As a placed pod, a nominated pod with a hold: `a`, spread by host over app=g (maxSkew 1)
+    and holding a-r1-0, may go there (PodTopologySpread adds the nominated pods but its own:
+    `nominated_on`'s skip), its pending twin may not (a's hold counts there: skew 2). Their forms
+    are equal (PodTopologySpread's reads no holds); keyed by placements alone (the mutant of
+    `ProfileRuntime.applicable_form` no test saw: "latent", e1a2b0c), the twin's rows stood for
+    both and a-r1-0 was lost."""
+    from scheduler.core.framework.cycle_state import prepare
+    from scheduler.core.objects import parse_pod
+    from scheduler.core.state.cluster import placement_of
+
+    run = Run(topology_config())
+    run.add(*rack_nodes({("a", "r1"): 2}))
+    state = run.state
+    runtime = run.scheduler._engine.profiles["tessera"]
+    spread = {"topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": HOSTNAME, "whenUnsatisfiable": "DoNotSchedule",
+                                             "labelSelector": {"matchLabels": {"app": "g"}}}]}
+    own, twin = (parse_pod(b.pod(name, labels={"app": "g"}, requests={"cpu": "100m"}, spec_extra=spread))
+                 for name in ("a", "twin"))
+    state.pods[own.uid] = own
+    state.hold(own.uid, placement_of(own, "a-r1-0", None, state.ledger.counted_as), 0)
+    row = state.node_position("a-r1-0")
+    assert row is not None
+    assert runtime.usable_rows([prepare(own, state.classes)])[row]
+    assert not runtime.usable_rows([prepare(twin, state.classes)])[row]
+    assert runtime.usable_rows([prepare(twin, state.classes), prepare(own, state.classes)])[row]
