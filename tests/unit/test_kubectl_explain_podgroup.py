@@ -267,3 +267,27 @@ def test_a_failed_podgroup_names_its_failed_members_and_why_the_phase_stays(
                     "(docs/migrating.md, \"Reading a gang's state\")"), line
     status, out, _ = _run(tmp_path, monkeypatch, capsys, objs, "pg/pt", "-o", "json")
     assert orjson.loads(out)["failed"] == ["pt-worker-0"]
+
+
+def test_the_failed_line_names_failed_members_alone_and_says_the_phase_stays_only_in_phase_failed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A Succeeded member is no failed one, and outside phase Failed nothing is said to stay; in
+    phase Failed with the failed pod gone, the line says so. The mutants listing every finished
+    member, or telling the phase stays in any phase, passed the test above."""
+    group = b.podgroup("pt", 4)  # fewer than minMember live or finished: not Failed (scheduler-plugins' rule)
+    labels = {PODGROUP_LABEL: "pt"}
+    objs = [b.node("n1", gpus=8), b.node("n2", gpus=8), group,
+            b.pod("pt-master-0", labels=labels, limits={"nvidia.com/gpu": 8}, node_name="n1", phase="Running"),
+            b.pod("pt-done-0", labels=labels, limits={"nvidia.com/gpu": 8}, node_name="n2", phase="Succeeded"),
+            b.pod("pt-worker-0", labels=labels, limits={"nvidia.com/gpu": 8}, node_name="n2", phase="Failed")]
+    status, out, err = _run(tmp_path, monkeypatch, capsys, objs, "pg/pt")
+    assert (status, err) == (0, ""), err
+    assert "Phase:         Failed" not in out, out
+    assert [line for line in out.splitlines() if line.startswith("Failed:")] == [
+        "Failed:        pt-worker-0 (phase Failed)"], out
+    group = b.podgroup("pt", 2)
+    group["status"] = {"phase": "Failed", "running": 1, "failed": 1}
+    status, out, err = _run(tmp_path, monkeypatch, capsys, [*objs[:2], group, objs[3]], "pg/pt")
+    assert (status, err) == (0, ""), err
+    [line] = [line for line in out.splitlines() if line.startswith("Failed:")]
+    assert line.startswith("Failed:        no member in phase Failed is left: scheduler-plugins' Failed phase stays"), line
