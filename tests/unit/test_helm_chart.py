@@ -1556,6 +1556,7 @@ def test_quantities_the_apiserver_takes_render(helm: Path) -> None:
     ("2", "1"), (2, 1), ("1001m", "1"), ("1Gi", "1G"), ("1025Mi", "1Gi"), ("1.5", "1500m"), (0.5, "500m"),
     ("1e3", "1k"), ("2.e3", "2Ki"), ("1000000001", "1G"), ("+1", "999m"), (".5", "499m"), ("3u", "2999n"),
     ("1.5", "1499m"), (0.5, "499m"), ("1.e+3", "999"), ("2.e+3", "1999"), ("2.", "1999m"), ("1Ei", "1E"), ("2", 2), (1.5, "1.5"),
+    ("1Ki", "1001"), ("+1Gi", "1023Mi"), ("1u", "1001n"), ("1P", "999T"), ("1Pi", "1125899906842623"),
 ])
 @pytest.mark.parametrize("component", ["scheduler", "agent"])
 def test_a_request_above_its_limit_is_refused_naming_both(helm: Path, component: str, request_: Any,
