@@ -786,13 +786,14 @@ def check_unbound(view: ClusterView, must_bind: Collection[str], only_if_room: b
 
 
 def check_events(view: ClusterView) -> list[Violation]:
-    """``Scheduled`` Events must agree with each other and with where the pod is."""
+    """A pod's ``Scheduled`` Events must agree with each other and with where the pod is (a
+    PodGroup's, naming where its members went, is no pod's Binding)."""
     nodes_by_uid: dict[str, set[str]] = defaultdict(set)
     names: dict[str, str] = {}
     for event in view.events:
-        if event.get("reportingController") != "tessera":
-            continue
         regarding = event.get("regarding") or {}
+        if event.get("reportingController") != "tessera" or regarding.get("kind") != "Pod":
+            continue
         uid = regarding.get("uid") or ""
         note = str(event.get("note") or "")
         if not uid or not note.startswith(_SCHEDULED_PREFIX) or " to " not in note:

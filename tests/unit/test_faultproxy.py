@@ -504,8 +504,22 @@ def test_checker_gangs_unbound_pods_and_contradicting_events() -> None:
         == [(inv.UNBOUND, "default/lonely"), (inv.UNBOUND, "default/x")]
     ok = view.pod_by_key()["default/ok"]
     view.events = [{"reason": "Scheduled", "reportingController": "tessera", "note": f"Successfully assigned default/ok to {n}",
-                    "regarding": {"uid": ok["metadata"]["uid"], "namespace": "default", "name": "ok"}} for n in ("n2", "n3")]
+                    "regarding": {"kind": "Pod", "uid": ok["metadata"]["uid"], "namespace": "default", "name": "ok"}}
+                   for n in ("n2", "n3")]
     assert [v.invariant for v in inv.check_events(view)] == [inv.BOUND_TWICE]
+
+
+def test_checker_reads_no_podgroups_scheduled_event_as_a_pod_bound_twice() -> None:
+    """A placed gang's PodGroup gets one Normal `Scheduled` naming where its members went
+    ("Successfully assigned 2 members of pod group default/pg: 1 to n1, 1 to n2"): no pod's
+    Binding, so no bound-twice (the soak read it as one: 'b-pg0: Scheduled events name 2 nodes')."""
+    members = {"scheduling.x-k8s.io/pod-group": "pg"}
+    view = _view([_bound("w0", "n1", labels=members), _bound("w1", "n2", labels=members)])
+    view.events = [{"reason": "Scheduled", "reportingController": "tessera", "note": note,
+                    "regarding": {"kind": "PodGroup", "uid": "pg-uid", "namespace": "default", "name": "pg"}}
+                   for note in ("Successfully assigned 1 member of pod group default/pg: 1 to n1",
+                                "Successfully assigned 1 member of pod group default/pg: 1 to n2")]
+    assert inv.check_events(view) == []
 
 
 def test_checker_finds_a_scheduler_plugins_podgroup_by_the_name_its_members_label() -> None:
