@@ -101,11 +101,10 @@ def build_parser() -> argparse.ArgumentParser:
         cmd = sub.add_parser(name, help=help_, description=help_, epilog=epilog,
                              formatter_class=argparse.RawDescriptionHelpFormatter)
         _common(cmd, suppress=True)
-        if wide:
-            cmd.add_argument("-o", "--output", choices=(*FORMATS, "wide"), default="table",
-                             help="table (default), wide (also each GPU's NUMA node and NVLink group), json or yaml")
-        else:
-            cmd.add_argument("-o", "--output", choices=FORMATS, default="table", help="table (default), json or yaml")
+        formats = ("table", "wide", *FORMATS[1:]) if wide else FORMATS
+        cmd.add_argument("-o", "--output", type=_output(formats), metavar="{" + ",".join(formats) + "}",
+                         default="table",
+                         help=f"table (default), {'wide (also ' + WIDE + '), ' if wide else ''}json or yaml")
         return cmd
 
     nodes = command("nodes", "every node's GPUs as the scheduler sees them: state, use, holders; a summary line",
@@ -144,6 +143,22 @@ def build_parser() -> argparse.ArgumentParser:
                                      "every namespace, -n does not narrow it")
     back.set_defaults(func=_rollback_check)
     return parser
+
+
+WIDE = "each GPU's NUMA node and NVLink group"  # what `nodes -o wide` adds
+
+
+def _output(formats: tuple[str, ...]) -> Callable[[str], str]:
+    """-o's check: one of `formats`, else kubectl's words for a format a command has no printer for
+    (cli-runtime's PrintFlags), naming those it takes (a user's `what-if -o wide`, as `nodes -o
+    wide`, read argparse's "invalid choice"), and for wide which command has it."""
+    def check(value: str) -> str:
+        if value in formats:
+            return value
+        nodes = f" (-o wide is kubectl tessera nodes': {WIDE})" if value == "wide" else ""
+        raise argparse.ArgumentTypeError(f"unable to match a printer suitable for the output format \"{value}\", "
+                                         f"allowed formats are: {','.join(formats)}{nodes}")
+    return check
 
 
 def _installed(cmd: argparse.ArgumentParser) -> None:

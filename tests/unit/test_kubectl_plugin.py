@@ -290,6 +290,25 @@ def test_connection_flags_go_before_or_after_the_command() -> None:
     assert parser.parse_args(["what-if"]).config is None  # the installed configuration (test_whatif_installed_config)
 
 
+def test_o_wide_elsewhere_is_refused_naming_the_formats(capsys: pytest.CaptureFixture[str]) -> None:
+    """A user's `what-if -o wide` (as `nodes -o wide`) read argparse's "invalid choice": kubectl's
+    words instead, the formats the command takes, and which command has -o wide; nodes still takes it."""
+    for command in (["what-if"], ["explain", "p"], ["rollback-check"]):
+        with pytest.raises(SystemExit) as exited:
+            build_parser().parse_args([*command, "-o", "wide"])
+        assert exited.value.code == 2
+        err = capsys.readouterr().err.splitlines()[-1]
+        assert err == (f"kubectl tessera {command[0]}: error: argument -o/--output: unable to match a printer "
+                       'suitable for the output format "wide", allowed formats are: table,json,yaml (-o wide is '
+                       "kubectl tessera nodes': each GPU's NUMA node and NVLink group)")
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["nodes", "-o", "name"])
+    assert capsys.readouterr().err.splitlines()[-1].endswith(
+        'unable to match a printer suitable for the output format "name", allowed formats are: table,wide,json,yaml')
+    assert build_parser().parse_args(["what-if", "-o", "yaml"]).output == "yaml"
+    assert build_parser().parse_args(["nodes", "-o", "wide"]).output == "wide"
+
+
 def test_kubeconfig_context_and_namespace_resolve_as_kubectl_does(tmp_path: Path) -> None:
     config_file = tmp_path / "config"
     config_file.write_text(yaml.safe_dump({
