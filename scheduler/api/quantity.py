@@ -14,7 +14,7 @@ import math
 import re
 from fractions import Fraction
 
-__all__ = ["Amount", "QuantityError", "exact", "parse_quantity", "format_quantity"]
+__all__ = ["Amount", "QuantityError", "exact", "parse_quantity", "format_alike", "format_quantity"]
 
 # An exact amount: an int when the quantity is whole (fast arithmetic in the scheduling loop),
 # a Fraction otherwise. Both compare and add exactly with each other.
@@ -102,13 +102,25 @@ def exact(quantity: Fraction) -> Amount:
 
 def format_quantity(quantity: Amount) -> str:
     """A short canonical string (binary suffix when exact, else decimal) for messages and annotations."""
+    return format_alike(quantity)[0]
+
+
+def format_alike(*quantities: Amount) -> tuple[str, ...]:
+    """`quantities` as `format_quantity` writes one, but in one binary suffix, the largest all of
+    them (zeros aside) are whole multiples of: `19360Mi/32768Mi`, not `19360Mi/32Gi`, where a
+    reader compares them (a GPU's slices in use and its capacity); exact, as the API's quantities.
+    One that is not whole is written alone (`format_quantity`'s decimal form)."""
+    wholes = [int(q) for q in quantities if isinstance(q, int) or q.denominator == 1]
+    suffix = next((suffix for suffix in ("Ei", "Pi", "Ti", "Gi", "Mi", "Ki")
+                   if any(wholes) and all(whole % _BINARY[suffix] == 0 for whole in wholes)), "")
+    return tuple(_written(quantity, suffix) for quantity in quantities)
+
+
+def _written(quantity: Amount, suffix: str) -> str:
+    """One quantity in `suffix` when it is whole (a zero as `0`), else in milli or nano units."""
     if isinstance(quantity, int) or quantity.denominator == 1:
         whole = int(quantity)
-        for suffix in ("Ei", "Pi", "Ti", "Gi", "Mi", "Ki"):
-            base = _BINARY[suffix]
-            if whole != 0 and whole % base == 0:
-                return f"{whole // base}{suffix}"
-        return str(whole)
+        return f"{whole // _BINARY[suffix]}{suffix}" if whole and suffix else str(whole)
     milli = quantity * 1000
     if milli.denominator == 1:
         return f"{milli.numerator}m"

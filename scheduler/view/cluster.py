@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from scheduler.api.quantity import Amount, format_quantity
+from scheduler.api.quantity import Amount, format_alike, format_quantity
 from scheduler.core.annotations import DEVICES
 from scheduler.core.capacity import ClusterTotals, and_never_fits
 from scheduler.core.classes import ResourceClass
@@ -627,12 +627,13 @@ def _holders(facts: _Facts, node: str, use: DeviceUse) -> tuple[m.Holder, ...]:
 
 def _slices_used(device: Device, dimensions: Mapping[str, Amount]) -> tuple[str, float]:
     """A sliced GPU's USE ("4Gi/16Gi"; "cores 10/100, memory 4Gi/16Gi" when classes of several
-    dimensions share it, each of its own capacity) and fill (the fullest dimension's share)."""
+    dimensions share it, each of its own capacity; in one unit, "19360Mi/32768Mi" when a 1Mi and a
+    1Gi class share it: `format_alike`) and fill (the fullest dimension's share)."""
     parts: list[str] = []
     fill = 0.0
     for dimension, amount in dimensions.items():
         capacity = device.capacity.get(dimension)
-        parts.append(f"{format_quantity(amount)}/{format_quantity(capacity) if capacity else '?'}")
+        parts.append("/".join(format_alike(amount, capacity)) if capacity else f"{format_quantity(amount)}/?")
         fill = max(fill, min(1.0, float(amount / capacity)) if capacity else 1.0)
     if len(parts) > 1:
         parts = [f"{dimension} {part}" for dimension, part in zip(dimensions, parts, strict=True)]
@@ -730,7 +731,7 @@ def _device_gpu(facts: _Facts, device: Device, index: int, status: str, fenced: 
             (f"; {unavailable} too" if unavailable else "") + \
             (f"; {UNTOLD}" if over and use is not None and state.ledger.untold(use) else "")
     elif not reason and use is not None and use.kept and (cut := state.ledger.capacity_cut(device.name, use)):
-        reason = "; ".join(f"its {dimension} went down to {format_quantity(capacity)} under {format_quantity(used)} held"
+        reason = "; ".join("its {} went down to {} under {} held".format(dimension, *format_alike(capacity, used))
                            for dimension, used, capacity in cut) + \
             f" by {', '.join(claimants)}: they keep their slices, no more is given out until they fit"
     elif (not reason and use is not None and len(alone := state.ledger.holders(use)[1]) == 1 and not use.exclusive

@@ -10,6 +10,7 @@ from the memory. A device with any slice is still not free for exclusive use.
 from __future__ import annotations
 
 import copy
+from fractions import Fraction
 from typing import Any
 
 import orjson
@@ -17,6 +18,7 @@ import pytest
 
 from scheduler.agent.allocate import container_env, find_allocation
 from scheduler.api.config import load_config
+from scheduler.api.quantity import Amount, format_alike, format_quantity
 from scheduler.core import annotations as ann
 from scheduler.core.scheduler import Scheduler
 from scheduler.sim import builders as b
@@ -262,3 +264,31 @@ def test_a_binding_held_at_the_allocation_gate_is_planned_again_when_its_class_c
     assert bound["spec"].get("nodeName") == "n", replay.stats.final["default/b"].message
     [grant] = ann.decode_devices(bound["metadata"]["annotations"][ann.DEVICES])["main"][flex]
     assert (grant.amount, grant.dimension) == (10, "cores")
+
+
+def test_use_shows_used_and_capacity_in_one_unit() -> None:
+    """A user's `nodes` read `19360Mi/32Gi` where a 1Gi and a 1Mi class shared a GPU: used and
+    capacity in one unit, the largest both are whole multiples of (exact, as the API's quantities;
+    `-o json` carries the same string)."""
+    scheduler = _scheduler()
+    mebi = b.resource_class("mem-mi", match_labels={"model": "V100"}, sharing={"dimension": "memory", "unit": "1Mi"})
+    device = b.device("n", 0, memory="32Gi")
+    last_attempts(scheduler, [b.node("n", gpus=1), device, _classes()[0], mebi,
+                              _pod("g", {MEMORY: 18}), _pod("m", {"class.tessera.dev/mem-mi": 928})])
+    [node] = build_view(scheduler, source="simulate", now=0.0).nodes
+    [gpu] = node.gpus
+    assert gpu.used == "19360Mi/32768Mi", gpu.used
+    assert [holder.amount for holder in gpu.holders] == ["18Gi", "928Mi"]  # each pod's own, as it asked
+
+
+@pytest.mark.parametrize(("amounts", "written"), [
+    ((19360 * 2**20, 32 * GI), ("19360Mi", "32768Mi")),
+    ((4 * GI, 16 * GI), ("4Gi", "16Gi")),
+    ((10, 100), ("10", "100")),  # cores: no suffix
+    ((0, 16 * GI), ("0", "16Gi")),  # a zero takes no unit and sets none
+    ((15 * GI, 14 * GI), ("15Gi", "14Gi")),  # above capacity (cut under slices held)
+    ((Fraction(1, 2), 2 * GI), ("500m", "2Gi")),  # not whole: written alone, exact
+])
+def test_format_alike_writes_one_unit(amounts: tuple[Amount, ...], written: tuple[str, ...]) -> None:
+    assert format_alike(*amounts) == written
+    assert all(format_alike(amount) == (format_quantity(amount),) for amount in amounts)
