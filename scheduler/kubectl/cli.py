@@ -136,6 +136,10 @@ def build_parser() -> argparse.ArgumentParser:
                            "PriorityClasses are not taken: apply them first (kubectl apply -f ...), then give "
                            "what-if the rest; - for stdin; repeat -f for several files), not created: "
                            "where they would go if created now, behind the pods already pending")
+    what.add_argument("--rename", action="store_true",
+                      help=f"with -f: place copies of the file's objects, each named NAME{probe_pods.RENAME_SUFFIX}, "
+                           "their pods in the copies of the file's PodGroups (and label gangs of their own): what "
+                           "re-submitting objects that exist already would do")
     _installed(what)  # its Lease says who schedules the pending pods now (the Leader: line)
     what.set_defaults(func=_what_if)
     back = command("rollback-check", "before rolling back to a version without tessera.dev/held-devices: the "
@@ -420,7 +424,10 @@ async def _what_if(args: argparse.Namespace, target: Target) -> int:
     if args.config is not None:
         _config(args.config)  # a bad file fails before the cluster is read
     now = time.time()
-    probes, owners = _probes(args.filename, target.namespace, args.namespace, now) if args.filename else ([], [])
+    if args.rename and not args.filename:
+        raise CommandError("--rename renames the objects of -f FILE: give the file", 2)
+    probes, owners = _probes(args.filename, target.namespace, args.namespace, now, args.rename) \
+        if args.filename else ([], [])
     from_file = ", ".join(args.filename or ())
     namespaces = {target.namespace} | {str(probe["metadata"]["namespace"]) for probe in probes}
     http, listing = await _listing(target, namespaces)
@@ -441,7 +448,8 @@ async def _what_if(args: argparse.Namespace, target: Target) -> int:
             if existing:
                 raise CommandError(f"{from_file}: already in the cluster: {', '.join(existing)}; what-if -f asks "
                                    "what creating them would do, and the apiserver would refuse a name in use: "
-                                   "delete the existing object or give the file's objects other names"
+                                   "delete the existing object, give the file's objects other names, or pass "
+                                   f"--rename to place copies of them named NAME{probe_pods.RENAME_SUFFIX}"
                                    + _scaling_hint(workloads))
             result = whatif.what_if([*listing.objects, *probes], chosen.config, now,
                                     only=probe_pods.probe_keys(probes), from_file=from_file, unread=listing.unread,
@@ -517,10 +525,10 @@ async def _existing(http: KubeHttp, owners: Sequence[probe_pods.Owner]) -> list[
     return [owner for owner, answer in zip(owners, answers, strict=True) if answer == ""]
 
 
-def _probes(filenames: Sequence[str], namespace: str, namespace_flag: str | None,
-            now: float) -> tuple[list[dict[str, Any]], list[probe_pods.Owner]]:
-    """`what-if -f`'s pods (of every -f, as kubectl takes -f repeatedly), read before the cluster
-    is (a bad file fails first), and the workloads they are of."""
+def _probes(filenames: Sequence[str], namespace: str, namespace_flag: str | None, now: float,
+            rename: bool) -> tuple[list[dict[str, Any]], list[probe_pods.Owner]]:
+    """`what-if -f`'s pods (of every -f, as kubectl takes -f repeatedly; copies under new names
+    with --rename), read before the cluster is (a bad file fails first), and the workloads they are of."""
     if list(filenames).count("-") > 1:
         raise CommandError("-f - names stdin more than once", 2)
     files: list[tuple[str, str]] = []
@@ -533,7 +541,7 @@ def _probes(filenames: Sequence[str], namespace: str, namespace_flag: str | None
     notes: list[str] = []
     owners: list[probe_pods.Owner] = []
     try:
-        probes = probe_pods.read_files(files, namespace, namespace_flag, now, notes, owners)
+        probes = probe_pods.read_files(files, namespace, namespace_flag, now, notes, owners, rename)
     except probe_pods.ProbeError as err:
         raise CommandError(str(err), 2) from None
     for note in notes:

@@ -54,8 +54,9 @@ from urllib.parse import quote
 import yaml
 
 from scheduler.core.disruption import parse_label_selector
-from scheduler.core.objects import (DEFAULT_PREEMPTION_POLICY, INT32_MAX, PODGROUP_LABEL, ObjectError, Pod,
-                                    PriorityClass, gang_name, parse_pod, parse_priority_class, str_map)
+from scheduler.core.objects import (DEFAULT_PREEMPTION_POLICY, GANG_NAME_LABEL, INT32_MAX, PODGROUP_LABEL,
+                                    ObjectError, Pod, PriorityClass, gang_name, parse_pod, parse_priority_class,
+                                    str_map)
 from scheduler.core.selectors import LabelSelector
 
 POD_GROUP_KIND = "PodGroup"
@@ -87,6 +88,7 @@ NO_PODS: dict[tuple[str, str], bool] = {
     ("policy", "PodDisruptionBudget"): False, ("autoscaling", "HorizontalPodAutoscaler"): False,
 }
 DEFAULT_SCHEDULER = "default-scheduler"  # the apiserver's default for spec.schedulerName
+RENAME_SUFFIX = "-what-if"  # --rename: the copies' names (as the synthetic `<name>-what-if-<i>` pods')
 MAX_PODS = 100_000  # the most pods one file may stand for: a replay of more would not end in useful time
 REFUSED = "the apiserver would refuse it"
 
@@ -128,12 +130,15 @@ class Owner:
 
 
 def read_files(files: Sequence[tuple[str, str]], namespace: str, namespace_flag: str | None, now: float,
-               notes: list[str] | None = None, owners: list[Owner] | None = None) -> list[dict[str, Any]]:
+               notes: list[str] | None = None, owners: list[Owner] | None = None,
+               rename: bool = False) -> list[dict[str, Any]]:
     """`read_probes` of several files (`-f a.yaml -f b.yaml`, as kubectl takes -f repeatedly),
     each (source, text): their objects together, at least one pod among them, no name twice.
     Objects of a kind that makes no pods (`NO_PODS`: a claim, a StorageClass, a Service, ...) are
     skipped, one note per file naming them; any other kind is an error (`_completed`). `owners`
-    gets the named workloads whose pods are among them (one with generateName cannot exist yet)."""
+    gets the named workloads whose pods are among them (one with generateName cannot exist yet).
+    `rename` (--rename): copies of the objects, each named NAME`RENAME_SUFFIX`, in gangs of their
+    own (`_regrouped`): "what if I re-submitted this job", whose objects exist already."""
     notes = [] if notes is None else notes
     owners = [] if owners is None else owners
     created = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -152,6 +157,8 @@ def read_files(files: Sequence[tuple[str, str]], namespace: str, namespace_flag:
             if _makes_no_pods(document):
                 skipped.append(_skipped(document, where, namespace, namespace_flag))
                 continue
+            if rename:
+                document = _renamed(document)
             completed = _completed(document, where, namespace, namespace_flag, created, notes, MAX_PODS - pods)
             if isinstance(completed, str):
                 empty.append(completed)
@@ -172,11 +179,45 @@ def read_files(files: Sequence[tuple[str, str]], namespace: str, namespace_flag:
         only = (f" (only {', '.join(skipped_all)}, which make{'s' if len(skipped_all) == 1 else ''} no pods)"
                 if skipped_all else "")
         raise ProbeError(f"{sources}: no Pod or workload in it{only}: what-if -f places pods (it takes {TAKEN})")
+    if rename:
+        _regrouped(objects)
     names = Counter((obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["name"]) for obj in objects)
     twice = sorted(f"{kind} {ns}/{name}" for (kind, ns, name), times in names.items() if times > 1)
     if twice:
         raise ProbeError(f"{sources}: named more than once: {', '.join(twice)}")
     return objects
+
+
+def _renamed(document: Any) -> Any:
+    """`document` named NAME`RENAME_SUFFIX` (a copy), so what it makes is named after the new name
+    too (a Job's pods, its job-name label); one named by generateName, or no object, as it is."""
+    meta = document.get("metadata") if isinstance(document, dict) else None
+    if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta["name"]:
+        return document
+    return {**document, "metadata": {**meta, "name": meta["name"] + RENAME_SUFFIX}}
+
+
+def _regrouped(objects: list[dict[str, Any]]) -> None:
+    """The renamed file's pods in the renamed gangs: a PodGroup label (scheduling-plugins) or
+    spec.schedulingGroup.podGroupName (upstream) naming a PodGroup of the file (now NAME`RENAME_SUFFIX`)
+    names the copy; a label gang's name (no object: a copy of the gang joining the running one
+    would count its members among the copies' own) always gets the suffix. A PodGroup the file
+    does not hold is kept: the copies join it, as created pods naming it would."""
+    groups = {(obj["metadata"]["namespace"], obj["metadata"]["name"]) for obj in objects
+              if obj["kind"] == POD_GROUP_KIND}
+
+    def copied(namespace: str, name: Any) -> bool:
+        return isinstance(name, str) and (namespace, name + RENAME_SUFFIX) in groups
+
+    for pod in (obj for obj in objects if obj["kind"] == "Pod"):
+        namespace, labels = pod["metadata"]["namespace"], pod["metadata"].get("labels") or {}
+        if copied(namespace, labels.get(PODGROUP_LABEL)):
+            labels[PODGROUP_LABEL] += RENAME_SUFFIX
+        if isinstance(labels.get(GANG_NAME_LABEL), str) and labels[GANG_NAME_LABEL]:
+            labels[GANG_NAME_LABEL] += RENAME_SUFFIX
+        group = pod["spec"].get("schedulingGroup")
+        if isinstance(group, dict) and copied(namespace, group.get("podGroupName")):
+            group["podGroupName"] += RENAME_SUFFIX
 
 
 def _owner(obj: Mapping[str, Any], completed: list[dict[str, Any]]) -> Owner | None:

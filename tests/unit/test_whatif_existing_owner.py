@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from scheduler.kube.http import Response
-from scheduler.kubectl import cli
+from scheduler.kubectl import cli, probe_pods
 from scheduler.kubectl.target import Target
 from scheduler.sim import builders as b
 from tests.helpers import fake_listing
@@ -115,3 +115,89 @@ async def test_many_workloads_are_looked_up_together_and_one_refusal_is_said_onc
     told = [line for line in capsys.readouterr().err.splitlines() if "cannot tell" in line]
     assert told == ["warning: cannot tell whether 40 of the file's workloads exist (Job ml/j-0, Job ml/j-1, "
                     "Job ml/j-2 and 37 more): HTTP 403; taken as absent"], told
+
+
+GANG_FILE = """apiVersion: scheduling.x-k8s.io/v1alpha1
+kind: PodGroup
+metadata: {name: g}
+spec: {minMember: 2}
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: train}
+spec:
+  parallelism: 2
+  template:
+    metadata: {labels: {scheduling.x-k8s.io/pod-group: g}}
+    spec:
+      schedulerName: tessera
+      restartPolicy: Never
+      containers:
+      - {name: main, image: x, resources: {limits: {nvidia.com/gpu: 1}}}
+"""
+
+
+async def test_rename_dry_runs_a_resubmitted_gang_under_new_names(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """"What if I re-submitted this job?": the file's Job and PodGroup exist (its gang runs, on 2 of
+    the node's 4 GPUs). Refused, the message names --rename; with it, copies named -what-if, the
+    copies' pods in the copied PodGroup (not the running one, which would count them among its own)."""
+    (tmp_path / "job.yaml").write_text(GANG_FILE)
+    running = [b.pod(f"train-{i}", namespace="ml", node_name="n", phase="Running", limits={"nvidia.com/gpu": 1},
+                     labels={"scheduling.x-k8s.io/pod-group": "g"}) for i in range(2)]
+    objs = [b.node("n", gpus=4), *(b.device("n", i) for i in range(4)), b.podgroup("g", 2, namespace="ml"), *running]
+    monkeypatch.setattr(cli, "_listing", fake_listing(_Api("/apis/batch/v1/namespaces/ml/jobs/train"), objs))
+    argv = ["what-if", "-n", "ml", "-f", str(tmp_path / "job.yaml"), "-o", "json"]
+    with pytest.raises(cli.CommandError, match="already in the cluster: PodGroup ml/g, .*, Job ml/train; .* or pass "
+                                               "--rename to place copies of them named NAME-what-if"):
+        await cli._what_if(cli.build_parser().parse_args(argv), Target(None, None, "ml"))
+    assert await cli._what_if(cli.build_parser().parse_args([*argv, "--rename"]), Target(None, None, "ml")) == 0
+    doc = orjson.loads(capsys.readouterr().out)
+    with pytest.raises(cli.CommandError, match="--rename renames the objects of -f FILE"):
+        await cli._what_if(cli.build_parser().parse_args(["what-if", "--rename"]), Target(None, None, "ml"))
+    assert [(o["pod"], o["node"]) for o in doc["outcomes"]] == [("ml/train-what-if-0", "n"), ("ml/train-what-if-1", "n")]
+
+
+def test_rename_keeps_gang_membership_among_the_copies() -> None:
+    """Every reference that binds the file's pods into a gang follows the rename: the PodGroup label
+    and spec.schedulingGroup.podGroupName of a PodGroup in the file, a label gang's name (no object:
+    the copies' own gang); a PodGroup the file does not hold is kept (the copies would join it)."""
+    text = GANG_FILE + """---
+apiVersion: scheduling.k8s.io/v1alpha2
+kind: PodGroup
+metadata: {name: wg}
+spec: {schedulingPolicy: {gang: {minCount: 1}}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: w}
+spec: {schedulerName: tessera, schedulingGroup: {podGroupName: wg}, containers: [{name: main, image: x}]}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: l
+  labels: {pod-group.scheduling.sigs.k8s.io/name: lg, pod-group.scheduling.sigs.k8s.io/min-available: "1"}
+spec: {schedulerName: tessera, containers: [{name: main, image: x}]}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  generateName: gen-
+  labels: {scheduling.x-k8s.io/pod-group: elsewhere}
+spec: {schedulerName: tessera, containers: [{name: main, image: x}]}
+"""
+    objs = probe_pods.read_files([("f.yaml", text)], "ml", None, 0.0, rename=True)
+    named = {(obj["kind"], obj["metadata"]["name"]): obj for obj in objs}
+    assert sorted(named) == [("Pod", "gen-what-if"), ("Pod", "l-what-if"), ("Pod", "train-what-if-0"),
+                             ("Pod", "train-what-if-1"), ("Pod", "w-what-if"), ("PodGroup", "g-what-if"),
+                             ("PodGroup", "wg-what-if")]
+    labels = {name: obj["metadata"].get("labels", {}) for (_, name), obj in named.items()}
+    assert labels["train-what-if-0"]["scheduling.x-k8s.io/pod-group"] == "g-what-if"
+    assert labels["train-what-if-0"]["batch.kubernetes.io/job-name"] == "train-what-if"
+    assert named[("Pod", "w-what-if")]["spec"]["schedulingGroup"] == {"podGroupName": "wg-what-if"}
+    assert labels["l-what-if"]["pod-group.scheduling.sigs.k8s.io/name"] == "lg-what-if"
+    assert labels["gen-what-if"]["scheduling.x-k8s.io/pod-group"] == "elsewhere"
+    # without --rename, as before
+    assert {obj["metadata"]["name"] for obj in probe_pods.read_files([("f.yaml", text)], "ml", None, 0.0)} == \
+        {"g", "wg", "train-0", "train-1", "w", "l", "gen-what-if"}

@@ -103,7 +103,8 @@ async def test_a_file_pod_that_already_exists_or_a_bad_file_is_an_error(
     # a new user's trial: the bare refusal left them guessing what to do (the pod had finished)
     with pytest.raises(cli.CommandError, match="already in the cluster: Pod default/waiting; what-if -f asks what "
                        "creating them would do, and the apiserver would refuse a name in use: delete the existing "
-                       "object or give the file's objects other names"):
+                       "object, give the file's objects other names, or pass --rename to place copies of them named "
+                       "NAME-what-if"):
         await _what_if(monkeypatch, capsys, _cluster(), "-f", str(tmp_path / "dup.yaml"))
     # a Service makes no pods: skipped, and a file of nothing else has no pods to place
     (tmp_path / "svc.yaml").write_text("apiVersion: v1\nkind: Service\nmetadata: {name: s}\n")
