@@ -2,10 +2,12 @@
 the Helm chart `deploy/helm/tessera`. Shared by the unit tests (the chart must not drift from the
 tree) and the end-to-end tests (both apply to a real apiserver).
 
-Why no kubectl/kustomize binary: none is available here, and `deploy/kustomization.yaml` uses
-only a flat `resources` list of files and an `images` override, which are read here exactly as
-kustomize applies them. Any other kustomization field makes `kustomize_documents` fail, so a
-new kustomize feature cannot silently be ignored by the comparison with the chart.
+Why no kubectl/kustomize binary: kubectl is optional in the pinned cache (only
+tests/unit/test_security_notes.py compares with its render, skipped without it), and
+`deploy/kustomization.yaml` uses only a flat `resources` list of files, an `images` override and
+`sortOptions: fifo` (kustomize keeps the files' order), which are read here exactly as kustomize
+applies them. Any other kustomization field makes `kustomize_documents` fail, so a new kustomize
+feature cannot silently be ignored by the comparison with the chart.
 
 Why helm is found like the control-plane binaries: it is built by `hack/build-control-plane.sh`
 into the same pinned cache, and a missing binary skips on a developer machine but fails in CI
@@ -35,7 +37,9 @@ NAMESPACE = "tessera-system"
 Obj = dict[str, Any]
 
 # The kustomization fields read here; anything else would change what kustomize installs.
-_KUSTOMIZATION_FIELDS = {"apiVersion", "kind", "resources", "images"}
+_KUSTOMIZATION_FIELDS = {"apiVersion", "kind", "resources", "images", "sortOptions"}
+# The one sortOptions read here: the files' order (kustomize's default sorts by kind).
+_FIFO = {"order": "fifo"}
 
 
 # --- the kustomize tree ----------------------------------------------------------------------
@@ -52,6 +56,9 @@ def kustomization() -> Obj:
     if unknown:
         raise AssertionError(f"deploy/kustomization.yaml uses {sorted(unknown)}, which tests/deploy_manifests.py "
                              "does not apply: teach it (and the Helm chart) the same change")
+    if found.get("sortOptions") != _FIFO:
+        raise AssertionError(f"deploy/kustomization.yaml needs sortOptions {_FIFO}: tests/deploy_manifests.py "
+                             "applies its resources in file order, as kubectl apply -k does only then")
     return found
 
 

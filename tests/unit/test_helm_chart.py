@@ -324,6 +324,19 @@ def test_unsafe_values_are_refused(helm: Path, values: Obj, message: str) -> Non
 # --- refused at install, not in a crash-looping pod ----------------------------------------------
 
 
+def test_the_agent_without_the_annotation_policy_is_refused(helm: Path) -> None:
+    """A security review: the agent's ClusterRole patches any pod in the cluster, and only the
+    tessera-annotations policy narrows that to tessera.dev/phase on its own node. With the policy
+    off and the agent on, a node's agent token could rewrite any pod (image, labels): the chart
+    refuses the pair, naming both values and why. Without the agent the policy may be off."""
+    error = helm_template_error(helm, {"admissionPolicy": {"enabled": False}})
+    assert "admissionPolicy.enabled=false needs agent.enabled=false" in error, error
+    assert "any pod in the cluster" in error, error
+    docs = helm_template(helm, {"admissionPolicy": {"enabled": False}, "agent": {"enabled": False}})
+    assert not [d for d in docs if d["metadata"]["name"] in ("tessera-annotations", "tessera-agent")]
+
+
+
 def test_a_kubernetes_older_than_1_30_is_refused_by_name(helm: Path, tmp_path: Path) -> None:
     """deploy/README.md: Kubernetes 1.30 or newer (ValidatingAdmissionPolicy v1). Without Chart.yaml
     `kubeVersion`, an older cluster got half an install and a mapping error for the policy."""

@@ -5,12 +5,15 @@ the notes once gave one to copy) selects the scheduler pods of both, on their pr
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
-from tests.deploy_manifests import find, helm_binary, helm_template, load_documents
+from scheduler.kube.controlplane import BinariesNotFound, find_binaries
+from tests.deploy_manifests import DEPLOY, deploy_documents, find, helm_binary, helm_template, key, load_documents
 
 REPO = Path(__file__).resolve().parents[2]
 OPTIONAL_POLICY = REPO / "deploy" / "optional" / "scheduler-networkpolicy.yaml"
@@ -75,3 +78,43 @@ def test_the_notes_point_at_the_option_not_a_policy_to_copy() -> None:
     [rule] = policy["spec"]["ingress"]
     assert rule["from"] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
                              "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}}]
+
+
+# The objects that give the node agent its pod-patch right, and the policies that narrow it.
+_AGENT_RIGHTS = {("ServiceAccount", "tessera-agent"), ("ClusterRole", "tessera-agent"),
+                 ("ClusterRoleBinding", "tessera-agent"), ("DaemonSet", "tessera-agent")}
+_AGENT_POLICIES = {("ValidatingAdmissionPolicy", "tessera-annotations"),
+                   ("ValidatingAdmissionPolicyBinding", "tessera-annotations"),
+                   ("ValidatingAdmissionPolicy", "tessera-agent-devices"),
+                   ("ValidatingAdmissionPolicyBinding", "tessera-agent-devices")}
+
+
+def _kinds_and_names(docs: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    return [(doc["kind"], doc["metadata"]["name"]) for doc in docs]
+
+
+def test_kubectl_apply_k_creates_the_agent_policies_before_the_agents_rights() -> None:
+    """A security review: the agent's ClusterRole patches any pod, and only the annotation policies
+    narrow it (to tessera.dev/phase on its own node). `kubectl apply -k deploy/` applies in order:
+    the policies and their bindings come before the agent's ServiceAccount, RBAC and DaemonSet,
+    so no agent token is ever unrestricted, even while an install is half done."""
+    order = _kinds_and_names(deploy_documents())
+    last_policy = max(order.index(p) for p in _AGENT_POLICIES)
+    first_right = min(order.index(r) for r in _AGENT_RIGHTS)
+    assert last_policy < first_right, order
+
+
+def test_kubectl_kustomize_renders_the_kustomizations_order() -> None:
+    """kustomize sorts by kind (its legacy order: RBAC first, policies after) unless
+    `sortOptions: {order: fifo}`; deploy_documents() models the file order, so the rendered
+    output must be that order. kubectl is optional in the pinned cache: skipped without it."""
+    try:
+        kubectl = find_binaries(build=False).kubectl
+    except BinariesNotFound:
+        kubectl = None
+    if kubectl is None:
+        pytest.skip("no kubectl in the pinned cache (WITH_KUBECTL=1 builds it)")
+    done = subprocess.run([str(kubectl), "kustomize", str(DEPLOY)], capture_output=True, text=True, timeout=60,
+                          check=True)
+    rendered = [doc for doc in yaml.safe_load_all(done.stdout) if isinstance(doc, dict)]
+    assert [key(doc) for doc in rendered] == [key(doc) for doc in deploy_documents()]
