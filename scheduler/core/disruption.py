@@ -23,6 +23,7 @@ from scheduler.core.objects import (
     _mapping,
     _str,
     parse_meta,
+    quoted,
     str_map,
 )
 from scheduler.core.selectors import LabelSelector, set_requirement
@@ -54,7 +55,7 @@ def parse_label_selector(value: object, where: str) -> LabelSelector:
             raise ObjectError(f"{path}.values: Forbidden: may not be specified when `operator` is 'Exists' or "
                               "'DoesNotExist'")
         if op not in _OPERATORS:
-            raise ObjectError(f'{path}.operator: Invalid value: "{op}": not a valid selector operator')
+            raise ObjectError(f"{path}.operator: Invalid value: {quoted(op)}: not a valid selector operator")
         expressions.append(set_requirement(key, op, values))
     labels = str_map(raw.get("matchLabels"), f"{where}.matchLabels")
     return LabelSelector(tuple(sorted(labels.items())), tuple(expressions))
@@ -88,7 +89,7 @@ def parse_disruption_budget(obj: JSON) -> DisruptionBudget:
         selector = None  # upstream: a selector that does not convert matches nothing
     allowed = status.get("disruptionsAllowed", 0)
     if not isinstance(allowed, int) or isinstance(allowed, bool):
-        raise ObjectError(f"PodDisruptionBudget.status.disruptionsAllowed: Invalid value: {allowed!r}")
+        raise ObjectError(f"PodDisruptionBudget.status.disruptionsAllowed: Invalid value: {quoted(allowed)}")
     disrupted = _mapping(status.get("disruptedPods"), "PodDisruptionBudget.status.disruptedPods")
     return DisruptionBudget(meta, selector, allowed, frozenset(str(name) for name in disrupted))
 

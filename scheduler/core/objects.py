@@ -124,7 +124,7 @@ def exact_resource_list(value: object, where: str, integers: bool = True) -> Exa
         except QuantityError as err:
             raise ObjectError(f"{where}[{name}]: {err}") from None
         if integers and is_integer_resource(str(name)) and math.ceil(amount * 1000) % 1000:
-            raise ObjectError(f'{where}[{name}]: Invalid value: "{raw}": must be an integer')
+            raise ObjectError(f"{where}[{name}]: Invalid value: {quoted(str(raw))}: must be an integer")
         out[str(name)] = amount
     return out
 
@@ -252,18 +252,36 @@ def go_quote(text: str) -> str:
     return "".join(out)
 
 
+# Characters of a value from an object quoted into a message: a label key (316) or a name (253)
+# whole, at most a screenful of anything else.
+QUOTE_LIMIT = 320
+
+
+def quoted(value: object) -> str:
+    """`value` as a message quotes it: a string as Go's %q (as upstream's field errors quote one),
+    anything else as its repr. Tenants write these values (an annotation holds up to 256 KiB),
+    and a message is repeated in a log line per change, the pod's PodScheduled condition and the
+    GPU map: past QUOTE_LIMIT characters it keeps their start, an ellipsis and the whole's length
+    in bytes (`"aaaa…" (204800 bytes)`)."""
+    text = value if isinstance(value, str) else repr(value)
+    if len(text) <= QUOTE_LIMIT:
+        return go_quote(text) if isinstance(value, str) else text
+    start = text[:QUOTE_LIMIT] + "…"
+    return f"{go_quote(start) if isinstance(value, str) else start} ({len(text.encode())} bytes)"
+
+
 def _requirement_errors(key: str, op: str, values: tuple[str, ...]) -> tuple[str, ...]:
     """labels.NewRequirement's field errors for what pod validation lets through (value counts and
     keys the apiserver already checked): Gt/Lt values strconv.ParseInt cannot read, then every
     value that is no label value (its path ends in the key: validateLabelValue's path.Key)."""
     errors = []
     if op in ("Gt", "Lt"):
-        errors += [f"values[{i}]: Invalid value: {go_quote(value)}: for 'Gt', 'Lt' operators, the value must be an "
+        errors += [f"values[{i}]: Invalid value: {quoted(value)}: for 'Gt', 'Lt' operators, the value must be an "
                    "integer" for i, value in enumerate(values) if go_int64(value) is None]
     for i, value in enumerate(values):
         messages = label_value_errors(value)
         if messages:
-            errors.append(f"values[{i}][{key}]: Invalid value: {go_quote(value)}: {'; '.join(messages)}")
+            errors.append(f"values[{i}][{key}]: Invalid value: {quoted(value)}: {'; '.join(messages)}")
     return tuple(errors)
 
 
@@ -316,7 +334,7 @@ def _requirements(value: object, where: str, fields: bool) -> tuple[Requirement,
         op = _str(item.get("operator"), f"{where}[{i}].operator")
         values = tuple(str(v) for v in _list(item.get("values"), f"{where}[{i}].values"))
         if op not in _SELECTOR_OPERATORS or (fields and op not in ("In", "NotIn")):
-            raise ObjectError(f'{where}[{i}].operator: Unsupported value: "{op}"')
+            raise ObjectError(f"{where}[{i}].operator: Unsupported value: {quoted(op)}")
         if op in ("In", "NotIn") and not values:
             raise ObjectError(f"{where}[{i}].values: Required value: must be specified when `operator` is 'In' or 'NotIn'")
         if op in ("Exists", "DoesNotExist") and values:
@@ -324,7 +342,7 @@ def _requirements(value: object, where: str, fields: bool) -> tuple[Requirement,
         if op in ("Gt", "Lt") and len(values) != 1:
             raise ObjectError(f"{where}[{i}].values: Required value: must be specified single value when `operator` is 'Lt' or 'Gt'")
         if fields and key != "metadata.name":
-            raise ObjectError(f'{where}[{i}].key: Invalid value: "{key}": not a supported field selector key')
+            raise ObjectError(f"{where}[{i}].key: Invalid value: {quoted(key)}: not a supported field selector key")
         # what the apiserver takes but the scheduler cannot parse is kept as the requirement's
         # errors (see Requirement); what the apiserver itself refuses above refuses the object
         out.append(Requirement(key, op, values, () if fields else _requirement_errors(key, op, values)))
@@ -412,7 +430,7 @@ def parse_node(obj: JSON) -> Node:
         item = _mapping(raw, f"Node.spec.taints[{i}]")
         effect = _str(item.get("effect"), f"Node.spec.taints[{i}].effect")
         if effect not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
-            raise ObjectError(f'Node.spec.taints[{i}].effect: Unsupported value: "{effect}"')
+            raise ObjectError(f"Node.spec.taints[{i}].effect: Unsupported value: {quoted(effect)}")
         taints.append(Taint(_str(item.get("key"), f"Node.spec.taints[{i}].key"),
                             _str(item.get("value"), f"Node.spec.taints[{i}].value"), effect))
     return Node(
@@ -457,7 +475,7 @@ def topology_annotation_error(annotations: Mapping[str, str], kind: str) -> str 
     for annotation in (TOPOLOGY_REQUIRED, TOPOLOGY_PREFERRED):
         value = annotations.get(annotation, "").strip()
         if value and (problem := label_key_problem(value)) is not None:
-            return f"{kind}.metadata.annotations[{annotation}]: Invalid value: {value!r}: {problem}"
+            return f"{kind}.metadata.annotations[{annotation}]: Invalid value: {quoted(value)}: {problem}"
     return None
 
 
@@ -510,7 +528,7 @@ def _port_number(value: object, where: str, zero: bool) -> int:
     """A port number as the apiserver's validation takes it (1-65535; 0 too where `zero`: an
     unset hostPort)."""
     if not isinstance(value, int) or isinstance(value, bool) or not (0 if zero else 1) <= value <= 65535:
-        raise ObjectError(f"{where}: Invalid value: {value!r}: must be between 1 and 65535, inclusive"
+        raise ObjectError(f"{where}: Invalid value: {quoted(value)}: must be between 1 and 65535, inclusive"
                           + (" (or 0: no host port)" if zero else ""))
     return value
 
@@ -532,7 +550,7 @@ def _host_ports(containers: Sequence[tuple[str, object, bool]], host_network: bo
             host_port = _port_number(port.get("hostPort", 0), f"{at}.hostPort", zero=True)
             protocol = _str(port.get("protocol"), f"{at}.protocol") or "TCP"
             if protocol not in PROTOCOLS:
-                raise ObjectError(f'{at}.protocol: Unsupported value: "{protocol}": supported values: '
+                raise ObjectError(f"{at}.protocol: Unsupported value: {quoted(protocol)}: supported values: "
                                   + ", ".join(f'"{p}"' for p in PROTOCOLS))
             host_ip = _str(port.get("hostIP"), f"{at}.hostIP") or BIND_ALL
             if host_network and host_port == 0:
@@ -719,7 +737,7 @@ def _gang_label_error(meta: ObjectMeta) -> str | None:
     if not meta.labels.get(GANG_NAME_LABEL) or raw_min is None:
         return None
     if go_int64(raw_min) is None:  # Go's strconv.Atoi, as coscheduling reads it ("1_0" is no integer)
-        return (f"Pod.metadata.labels[{GANG_MIN_LABEL}]: Invalid value: {raw_min!r}: must be an integer; "
+        return (f"Pod.metadata.labels[{GANG_MIN_LABEL}]: Invalid value: {quoted(raw_min)}: must be an integer; "
                 "the pod is scheduled as a single pod, not as a gang member")
     return None
 
@@ -804,7 +822,7 @@ def parse_pod(obj: JSON) -> Pod:
         item = _mapping(raw, f"{pref_where}[{i}]")
         weight = item.get("weight", 0)
         if not isinstance(weight, int) or isinstance(weight, bool) or not 1 <= weight <= 100:
-            raise ObjectError(f"{pref_where}[{i}].weight: Invalid value: {weight!r}: must be in the range 1-100")
+            raise ObjectError(f"{pref_where}[{i}].weight: Invalid value: {quoted(weight)}: must be in the range 1-100")
         preferred.append(PreferredTerm(weight, parse_selector_term(item.get("preference"), f"{pref_where}[{i}].preference")))
     tolerations = []
     for i, raw in enumerate(_list(spec.get("tolerations"), "Pod.spec.tolerations")):
@@ -817,7 +835,7 @@ def parse_pod(obj: JSON) -> Pod:
         ))
     priority = spec.get("priority", 0)
     if not isinstance(priority, int) or isinstance(priority, bool):
-        raise ObjectError(f"Pod.spec.priority: Invalid value: {priority!r}: must be an integer")
+        raise ObjectError(f"Pod.spec.priority: Invalid value: {quoted(priority)}: must be an integer")
     pod = Pod(
         meta=meta,
         scheduler_name=_str(spec.get("schedulerName"), "Pod.spec.schedulerName", "default-scheduler") or "default-scheduler",
@@ -960,7 +978,7 @@ def parse_device(obj: JSON) -> Device:
             raise ObjectError(f"ExtendedResource.spec.capacity[{key}]: {err}") from None
         if amount < 0:  # the CRD's quantity pattern admits a sign; no device has less than nothing
             # as upstream's ValidateNonnegativeQuantity words it (pkg/apis/core/validation/validation.go)
-            raise ObjectError(f'ExtendedResource.spec.capacity[{key}]: Invalid value: "{raw}": '
+            raise ObjectError(f"ExtendedResource.spec.capacity[{key}]: Invalid value: {quoted(str(raw))}: "
                               "must be greater than or equal to 0")
         capacity[str(key)] = amount
     healthy = True
@@ -1041,14 +1059,14 @@ def parse_podgroup(obj: JSON) -> PodGroup:
     spec = _mapping(obj.get("spec"), "PodGroup.spec")
     minimum = spec.get("minMember", 1)
     if not isinstance(minimum, int) or isinstance(minimum, bool):
-        raise ObjectError(f"PodGroup.spec.minMember: Invalid value: {minimum!r}: must be an integer")
+        raise ObjectError(f"PodGroup.spec.minMember: Invalid value: {quoted(minimum)}: must be an integer")
     # scheduler-plugins' CRD sets no minimum and its Coscheduling lets every member of a group
     # with minMember <= 0 through (PreFilter `len(pods) < minMember` and Permit never hold it):
     # such a group asks for no gang, which is what a minimum of one means here
     minimum = max(minimum, 1)
     timeout = spec.get("scheduleTimeoutSeconds")
     if timeout is not None and (not isinstance(timeout, int) or isinstance(timeout, bool) or timeout < 0):
-        raise ObjectError(f"PodGroup.spec.scheduleTimeoutSeconds: Invalid value: {timeout!r}")
+        raise ObjectError(f"PodGroup.spec.scheduleTimeoutSeconds: Invalid value: {quoted(timeout)}")
     priority_class = _str(spec.get("priorityClassName"), "PodGroup.spec.priorityClassName")
     min_resources = parse_resource_list(spec.get("minResources"), "PodGroup.spec.minResources", integers=False)
     if (error := topology_annotation_error(meta.annotations, "PodGroup")) is not None:
@@ -1078,7 +1096,7 @@ def _parse_workload_podgroup(obj: JSON) -> PodGroup:
     gang = _mapping(policy.get("gang"), "PodGroup.spec.schedulingPolicy.gang")
     minimum = gang.get("minCount", 1) if policy.get("gang") is not None else 1
     if not isinstance(minimum, int) or isinstance(minimum, bool) or minimum < 1:
-        raise ObjectError(f"PodGroup.spec.schedulingPolicy.gang.minCount: Invalid value: {minimum!r}: "
+        raise ObjectError(f"PodGroup.spec.schedulingPolicy.gang.minCount: Invalid value: {quoted(minimum)}: "
                           "must be greater than or equal to 1")
     constraints = _mapping(spec.get("schedulingConstraints"), "PodGroup.spec.schedulingConstraints")
     where = "PodGroup.spec.schedulingConstraints.topology"
@@ -1112,7 +1130,7 @@ def parse_priority_class(obj: JSON) -> PriorityClass:
     meta = parse_meta(obj, "PriorityClass")
     value = obj.get("value", 0)
     if not isinstance(value, int) or isinstance(value, bool):
-        raise ObjectError(f"PriorityClass.value: Invalid value: {value!r}: must be an integer")
+        raise ObjectError(f"PriorityClass.value: Invalid value: {quoted(value)}: must be an integer")
     # the API defaults preemptionPolicy, so a class read from it always has one
     policy = _str(obj.get("preemptionPolicy"), "PriorityClass.preemptionPolicy", DEFAULT_PREEMPTION_POLICY)
     default = obj.get("globalDefault")

@@ -181,7 +181,7 @@ def test_bad_ports_refuse_the_pod_with_the_field_and_the_rest_is_scheduled() -> 
     not_a_list["spec"]["containers"][0]["ports"] = {"containerPort": 80}
     run.add(not_a_list, _ported("fine", {"containerPort": 80, "hostPort": 8080}))
     notes = "\n".join(run.notices())
-    for name, field in [("big", "hostPort: Invalid value: 70000"), ("text", "hostPort: Invalid value: '8080'"),
+    for name, field in [("big", "hostPort: Invalid value: 70000"), ("text", 'hostPort: Invalid value: "8080"'),
                         ("negative", "hostPort: Invalid value: -1"), ("no-container-port", "containerPort: Invalid value: None"),
                         ("protocol", 'protocol: Unsupported value: "ICMP"'), ("host-ip", "hostIP: expected a string")]:
         assert f"Pod default/{name}: Pod.spec.containers[0].ports[0].{field}" in notes, (name, notes)

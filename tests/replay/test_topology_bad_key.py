@@ -4,7 +4,7 @@ A new user's trial: a PodGroup annotated `tessera.dev/topology-required: "Not A/
 taken as a level no node has, and its member said `no node has the label Not A/Valid Label!! of
 the required Valid Label!! level` — the key's last part read as the level's name. Tessera already
 refuses a PodGroup whose minMember is not an integer with an InvalidObject Warning naming the
-field (`Invalid value: 'two': must be an integer`); a key the apiserver would never accept on a
+field (`Invalid value: "two": must be an integer`); a key the apiserver would never accept on a
 node is the same kind of mistake, found the same way."""
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from tests.helpers import BINPACK, Run, config
 from tests.replay.test_topology import RACK, rack_nodes, topology_config
 
 BAD = "Not A/Valid Label!!"
+BAD_QUOTED = f"\"{BAD}\""  # as Go's %q quotes it in field errors
 WHY = "prefix part must be a lowercase DNS subdomain"
 
 
@@ -30,11 +31,11 @@ def test_a_podgroup_with_a_topology_value_that_is_no_label_key_is_an_invalid_obj
     run.add(group, member)
     [notice] = [n for n in run.notices() if n.startswith("InvalidObject: PodGroup default/g")]
     assert notice.startswith(f"InvalidObject: PodGroup default/g: PodGroup.metadata.annotations[{annotation}]: "
-                             f"Invalid value: {BAD!r}: {WHY}")
+                             f"Invalid value: {BAD_QUOTED}: {WHY}")
     assert run.node_of("m") is None and "required Valid Label!! level" not in run.last("m").message
     # the group is there, only unreadable: its members say so, not "not found" (the by-hand check)
     assert run.last("m").message == (f'0/2 nodes are available: podgroup "default/g" is not valid: '
-                                     f"PodGroup.metadata.annotations[{annotation}]: Invalid value: {BAD!r}: {WHY} "
+                                     f"PodGroup.metadata.annotations[{annotation}]: Invalid value: {BAD_QUOTED}: {WHY} "
                                      "(a label key such as topology.kubernetes.io/zone). preemption: 0/2 nodes are "
                                      "available: 2 Preemption is not helpful for scheduling., PodGroup default/g gets "
                                      "rejected due to Pod m is unschedulable even after PostFilter")
@@ -55,10 +56,10 @@ def test_a_label_gang_member_with_a_topology_value_that_is_no_label_key_is_repor
                    limits={"nvidia.com/gpu": 1})
     run.add(member)
     assert any(n.startswith("InvalidObject: Pod default/g-0: Pod.metadata.annotations[tessera.dev/topology-required]: "
-                            f"Invalid value: {BAD!r}: {WHY}") for n in run.notices()), run.notices()
+                            f"Invalid value: {BAD_QUOTED}: {WHY}") for n in run.notices()), run.notices()
     assert run.node_of("g-0") is None
     assert run.last("g-0").message.startswith(
-        f"0/2 nodes are available: tessera.dev/topology-required: Invalid value: {BAD!r}: {WHY}")
+        f"0/2 nodes are available: tessera.dev/topology-required: Invalid value: {BAD_QUOTED}: {WHY}")
 
 
 def test_a_bound_member_with_a_topology_value_that_is_no_label_key_keeps_its_gpu() -> None:

@@ -416,7 +416,7 @@ def test_explain_a_pod_the_scheduler_cannot_read() -> None:
     assert result is not None
     # regression (review): the core's own reason, and the pod is still one of Tessera's profiles'
     assert result.status == ("the scheduler cannot read this pod: Pod default/bad: Pod.spec.priority: "
-                             "Invalid value: 'high': must be an integer")
+                             'Invalid value: "high": must be an integer')
     assert result.scheduler == "tessera" and result.ours
 
 

@@ -204,6 +204,6 @@ def test_a_class_is_read_as_the_scheduler_reads_it() -> None:
         "PreemptLowerPriority") and spec["priority"] == 300
     [pod] = probe_pods.read_probes(_with("priorityClassName: odd"), "probe.yaml", "default", None, 0.0)
     with pytest.raises(probe_pods.ProbeError, match=r"names priorityClassName odd, which cannot be read "
-                                                    r"\(PriorityClass.value: Invalid value: 'high': must be an "
+                                                    r'\(PriorityClass.value: Invalid value: "high": must be an '
                                                     r"integer\): its priority and preemptionPolicy are unknown"):
         probe_pods.resolve_priorities([pod], [{**_class("odd", 0), "value": "high"}], None, "probe.yaml")

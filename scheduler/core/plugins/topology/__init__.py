@@ -50,7 +50,7 @@ from scheduler.core.framework.placement import Domain, PlacementPlan, PlacementT
 from scheduler.core.framework.resources import ResourceColumns
 from scheduler.core.plugins.devices.columns import ClassColumns
 from scheduler.api.names import label_key_problem
-from scheduler.core.objects import TOPOLOGY_REQUIRED, GangTopology, Pod
+from scheduler.core.objects import TOPOLOGY_REQUIRED, GangTopology, Pod, quoted
 from scheduler.core.plugins.topology.args import TopologyPlacementArgs, level_name
 from scheduler.core.framework.label_columns import Chain, level_column
 from scheduler.core.plugins.topology.domains import LevelView, level_view
@@ -130,7 +130,7 @@ class TopologyPlacement(FilterPlugin, PlacementPlugin):
                 # label gang's member said so: its Pod's InvalidObject Warning) is named as such
                 problem = label_key_problem(topology.required)
                 return PlacementPlan((PlacementTier(word, ()),), True,
-                                     f"{TOPOLOGY_REQUIRED}: Invalid value: {topology.required!r}: {problem}"
+                                     f"{TOPOLOGY_REQUIRED}: Invalid value: {quoted(topology.required)}: {problem}"
                                      if problem is not None else
                                      f"no node has the label{'s' if len(chain) > 1 else ''} "
                                      f"{', '.join(chain)} of the required {word} level")
