@@ -5,15 +5,12 @@ the notes once gave one to copy) selects the scheduler pods of both, on their pr
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
-from scheduler.kube.controlplane import BinariesNotFound, find_binaries
-from tests.deploy_manifests import DEPLOY, deploy_documents, find, helm_binary, helm_template, key, load_documents
+from tests.deploy_manifests import deploy_documents, find, helm_binary, helm_template, load_documents
 
 REPO = Path(__file__).resolve().parents[2]
 OPTIONAL_POLICY = REPO / "deploy" / "optional" / "scheduler-networkpolicy.yaml"
@@ -102,19 +99,3 @@ def test_kubectl_apply_k_creates_the_agent_policies_before_the_agents_rights() -
     last_policy = max(order.index(p) for p in _AGENT_POLICIES)
     first_right = min(order.index(r) for r in _AGENT_RIGHTS)
     assert last_policy < first_right, order
-
-
-def test_kubectl_kustomize_renders_the_kustomizations_order() -> None:
-    """kustomize sorts by kind (its legacy order: RBAC first, policies after) unless
-    `sortOptions: {order: fifo}`; deploy_documents() models the file order, so the rendered
-    output must be that order. kubectl is optional in the pinned cache: skipped without it."""
-    try:
-        kubectl = find_binaries(build=False).kubectl
-    except BinariesNotFound:
-        kubectl = None
-    if kubectl is None:
-        pytest.skip("no kubectl in the pinned cache (WITH_KUBECTL=1 builds it)")
-    done = subprocess.run([str(kubectl), "kustomize", str(DEPLOY)], capture_output=True, text=True, timeout=60,
-                          check=True)
-    rendered = [doc for doc in yaml.safe_load_all(done.stdout) if isinstance(doc, dict)]
-    assert [key(doc) for doc in rendered] == [key(doc) for doc in deploy_documents()]
