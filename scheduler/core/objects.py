@@ -267,7 +267,9 @@ def quoted(value: object) -> str:
     if len(text) <= QUOTE_LIMIT:
         return go_quote(text) if isinstance(value, str) else text
     start = text[:QUOTE_LIMIT] + "…"
-    return f"{go_quote(start) if isinstance(value, str) else start} ({len(text.encode())} bytes)"
+    # surrogatepass: a lone surrogate (PyYAML reads "\ud800" from a what-if file) counts its 3 bytes
+    size = len(text.encode("utf-8", "surrogatepass"))
+    return f"{go_quote(start) if isinstance(value, str) else start} ({size} bytes)"
 
 
 def _requirement_errors(key: str, op: str, values: tuple[str, ...]) -> tuple[str, ...]:

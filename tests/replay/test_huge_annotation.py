@@ -46,3 +46,10 @@ def test_a_huge_topology_value_stays_out_of_notices_conditions_and_the_gpu_map()
         log.attempt(attempt, 0.0)
     view = build_view(run.scheduler, source="simulate", now=0.0, reasons=log.reasons(), decisions=log.recent())
     assert len(orjson.dumps(as_dict(view))) < 50_000
+
+
+def test_quoted_counts_a_lone_surrogate_instead_of_raising() -> None:
+    """A file what-if -f reads through PyYAML may hold a lone surrogate ("\\ud800" in a
+    double-quoted scalar; the apiserver's JSON never does): its length in bytes counts it as
+    UTF-8 would encode it (3 bytes) instead of raising UnicodeEncodeError out of the message."""
+    assert quoted("a" * QUOTE_LIMIT + "\ud800") == '"' + "a" * QUOTE_LIMIT + '…" (323 bytes)'
