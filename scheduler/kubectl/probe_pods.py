@@ -202,7 +202,8 @@ def _regrouped(objects: list[dict[str, Any]]) -> None:
     spec.schedulingGroup.podGroupName (upstream) naming a PodGroup of the file (now NAME`RENAME_SUFFIX`)
     names the copy; a label gang's name (no object: a copy of the gang joining the running one
     would count its members among the copies' own) always gets the suffix. A PodGroup the file
-    does not hold is kept: the copies join it, as created pods naming it would."""
+    does not hold is kept: the copies join it, as created pods naming it would. The pods' affinity
+    and spread selectors on their own renamed labels follow (`_reselected`)."""
     groups = {(obj["metadata"]["namespace"], obj["metadata"]["name"]) for obj in objects
               if obj["kind"] == POD_GROUP_KIND}
 
@@ -218,6 +219,48 @@ def _regrouped(objects: list[dict[str, Any]]) -> None:
         group = pod["spec"].get("schedulingGroup")
         if isinstance(group, dict) and copied(namespace, group.get("podGroupName")):
             group["podGroupName"] += RENAME_SUFFIX
+        for selector in _pod_selectors(pod["spec"]):
+            _reselected(selector, labels)
+
+
+def _pod_selectors(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The label selectors of a pod's inter-pod (anti-)affinity terms and topology spread
+    constraints: those that select pods, as the copy's own labels may."""
+    affinity = spec.get("affinity")
+    affinity = affinity if isinstance(affinity, dict) else {}
+    terms: list[Any] = []
+    for kind in ("podAffinity", "podAntiAffinity"):
+        rules = affinity.get(kind)
+        rules = rules if isinstance(rules, dict) else {}
+        terms += rules.get("requiredDuringSchedulingIgnoredDuringExecution") or []
+        terms += [weighted.get("podAffinityTerm") for weighted in
+                  rules.get("preferredDuringSchedulingIgnoredDuringExecution") or [] if isinstance(weighted, dict)]
+    terms += spec.get("topologySpreadConstraints") or []
+    return [term["labelSelector"] for term in terms
+            if isinstance(term, dict) and isinstance(term.get("labelSelector"), dict)]
+
+
+def _reselected(selector: dict[str, Any], labels: Mapping[str, Any]) -> None:
+    """`selector` on the copy's own renamed labels (a value V where the copy's label is now
+    V`RENAME_SUFFIX`: its Job's job-name, its PodGroup, its label gang) selecting the copies as
+    well as the running originals: a re-submitted job's selects its own pods (kept on V alone, two
+    copies would share a node an anti-affinity keeps them off), and the copies' other labels count
+    the running pods as theirs; a matchLabels entry becomes an In of both."""
+    def own(key: Any, value: Any) -> str | None:
+        mine = labels.get(key) if isinstance(key, str) else None
+        return mine if isinstance(value, str) and mine == value + RENAME_SUFFIX else None
+
+    expressions = selector.get("matchExpressions") or []
+    for expression in expressions:
+        if isinstance(expression, dict) and isinstance(expression.get("values"), list):
+            expression["values"] = [v for value in expression["values"]
+                                    for v in (value, own(expression.get("key"), value)) if v is not None]
+    match = selector.get("matchLabels")
+    if isinstance(match, dict) and isinstance(expressions, list):
+        both = {key: (value, copy) for key, value in match.items() if (copy := own(key, value)) is not None}
+        selector["matchLabels"] = {key: value for key, value in match.items() if key not in both}
+        selector["matchExpressions"] = [*expressions, *({"key": key, "operator": "In", "values": list(values)}
+                                                        for key, values in both.items())]
 
 
 def _owner(obj: Mapping[str, Any], completed: list[dict[str, Any]]) -> Owner | None:

@@ -201,3 +201,55 @@ spec: {schedulerName: tessera, containers: [{name: main, image: x}]}
     # without --rename, as before
     assert {obj["metadata"]["name"] for obj in probe_pods.read_files([("f.yaml", text)], "ml", None, 0.0)} == \
         {"g", "wg", "train-0", "train-1", "w", "l", "gen-what-if"}
+
+
+def test_rename_points_a_copys_selectors_on_its_own_labels_at_the_copies() -> None:
+    """A selector that names the pod's own job (anti-affinity one per node, a spread, affinity with
+    its gang) selects the copies too, as a re-submitted job's selects its own pods: left on `train`
+    alone, two copies could share a node their anti-affinity keeps them off. The running originals
+    stay selected (the copies count the running pods, as by their other labels); a selector on
+    another value (`other`) is the file's own and stays."""
+    text = """apiVersion: batch/v1
+kind: Job
+metadata: {name: train}
+spec:
+  parallelism: 2
+  template:
+    metadata: {labels: {scheduling.x-k8s.io/pod-group: g}}
+    spec:
+      schedulerName: tessera
+      restartPolicy: Never
+      affinity:
+        podAntiAffinity:
+          requiredDuringSchedulingIgnoredDuringExecution:
+          - labelSelector: {matchLabels: {batch.kubernetes.io/job-name: train}}
+            topologyKey: kubernetes.io/hostname
+        podAffinity:
+          preferredDuringSchedulingIgnoredDuringExecution:
+          - weight: 5
+            podAffinityTerm:
+              labelSelector:
+                matchExpressions:
+                - {key: scheduling.x-k8s.io/pod-group, operator: In, values: [g, other]}
+              topologyKey: rack
+      topologySpreadConstraints:
+      - {maxSkew: 1, topologyKey: zone, whenUnsatisfiable: DoNotSchedule,
+         labelSelector: {matchLabels: {batch.kubernetes.io/job-name: train, app: x}}}
+      containers:
+      - {name: main, image: x}
+---
+apiVersion: scheduling.x-k8s.io/v1alpha1
+kind: PodGroup
+metadata: {name: g}
+spec: {minMember: 2}
+"""
+    objs = probe_pods.read_files([("f.yaml", text)], "ml", None, 0.0, rename=True)
+    pod = next(obj for obj in objs if obj["metadata"]["name"] == "train-what-if-1")
+    affinity = pod["spec"]["affinity"]
+    both = {"key": "batch.kubernetes.io/job-name", "operator": "In", "values": ["train", "train-what-if"]}
+    assert affinity["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]["labelSelector"] == \
+        {"matchLabels": {}, "matchExpressions": [both]}
+    assert affinity["podAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0]["podAffinityTerm"][
+        "labelSelector"]["matchExpressions"][0]["values"] == ["g", "g-what-if", "other"]
+    assert pod["spec"]["topologySpreadConstraints"][0]["labelSelector"] == \
+        {"matchLabels": {"app": "x"}, "matchExpressions": [both]}
