@@ -58,7 +58,7 @@ async def _run(command: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.Cap
         args.config, args.output = config, output
         assert await cli._explain(args, Target(None, None, "default")) == 0
     else:
-        args = argparse.Namespace(config=config, namespace=None, all_namespaces=False, filename=None,
+        args = argparse.Namespace(config=config, namespace=None, all_namespaces=False, filename=None, rename=False,
                                   scheduler_namespace="tessera-system", output=output)
         assert await cli._what_if(args, Target(None, None, "default")) == 0
     return capsys.readouterr().out

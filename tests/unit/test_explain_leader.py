@@ -241,7 +241,7 @@ async def test_what_if_says_who_schedules_the_pending_pods_now(monkeypatch: pyte
     api = _installed_api(elect)
     objs: list[dict[str, Any]] = [b.node("v100-node-001", gpus=4), b.pod("gap-pod", limits={"nvidia.com/gpu": 1})]
     _serve(monkeypatch, api, objs)
-    args = argparse.Namespace(config=str(tried), namespace=None, all_namespaces=False, filename=None,
+    args = argparse.Namespace(config=str(tried), namespace=None, all_namespaces=False, filename=None, rename=False,
                               scheduler_namespace="tessera-system", output="table")
     assert await cli._what_if(args, Target(None, None, "default")) == 0
     out = capsys.readouterr()
@@ -337,7 +337,7 @@ async def test_an_invalid_installed_configuration_still_names_the_running_schedu
     if command == "explain":
         assert await cli._explain(_args("gap-pod"), Target(None, None, "default")) == 0
     else:
-        args = argparse.Namespace(config=None, namespace=None, all_namespaces=False, filename=None,
+        args = argparse.Namespace(config=None, namespace=None, all_namespaces=False, filename=None, rename=False,
                                   scheduler_namespace="tessera-system", output="table")
         assert await cli._what_if(args, Target(None, None, "default")) == 0
     out = capsys.readouterr()
@@ -423,7 +423,7 @@ async def test_with_config_the_leader_is_read_from_the_files_lease(
         args.config = str(topology)
         assert await cli._explain(args, Target(None, None, "default")) == 0
     else:
-        args = argparse.Namespace(config=str(topology), namespace=None, all_namespaces=False, filename=None,
+        args = argparse.Namespace(config=str(topology), namespace=None, all_namespaces=False, filename=None, rename=False,
                                   scheduler_namespace="tessera-system", output="table")
         assert await cli._what_if(args, Target(None, None, "default")) == 0
     out = capsys.readouterr()
