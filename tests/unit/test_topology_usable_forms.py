@@ -6,6 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
+from scheduler.core.framework.cycle_state import prepare
+from scheduler.core.framework.placement import Domain
 from scheduler.sim import builders as b
 from tests.helpers import Run
 from tests.replay.test_topology import RACK, rack_nodes, racks_of, topology_config
@@ -143,3 +147,26 @@ def test_a_held_pod_sets_its_own_hold_aside_so_it_shares_no_form_with_its_twin()
     assert runtime.usable_rows([prepare(own, state.classes)])[row]
     assert not runtime.usable_rows([prepare(twin, state.classes)])[row]
     assert runtime.usable_rows([prepare(twin, state.classes), prepare(own, state.classes)])[row]
+
+
+def test_the_topology_filters_form_is_its_domain_alone() -> None:
+    """TopologyPlacement's filter reads the domain the attempt is held to, nothing of the pod: two
+    members held to one rack share its form (the default form, the pod's uid, shared nothing), and
+    another rack's differs."""
+    run = Run(topology_config())
+    run.add(*rack_nodes({("a", "r1"): 1, ("a", "r2"): 1}))
+    run.add(_member("g-0", {"role": "lead"}), _member("g-1", {"role": "worker"}))
+    plugin = run.scheduler.profiles["tessera"].plugins["TopologyPlacement"]
+    state = run.state
+    pods = [pod for pod in state.pods.values() if pod.meta.name in ("g-0", "g-1")]
+    r1 = Domain("rack", ("a", "r1"), frozenset({"a-r1-0"}), np.ones(1, np.bool_))
+    r2 = Domain("rack", ("a", "r2"), frozenset({"a-r2-0"}), np.ones(1, np.bool_))
+    forms = []
+    for pod, domain in zip(pods, (r1, r1), strict=True):
+        ctx = prepare(pod, state.classes)
+        ctx.domain = domain
+        forms.append(plugin.pod_form(ctx))
+    assert forms[0] == forms[1] and hash(forms[0]) is not None
+    other = prepare(pods[0], state.classes)
+    other.domain = r2
+    assert plugin.pod_form(other) != forms[0]

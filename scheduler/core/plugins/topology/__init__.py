@@ -27,7 +27,7 @@ inside one topology domain. This plugin gives the cycle the domains to try the g
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import ClassVar
 
 import numpy as np
@@ -85,6 +85,12 @@ class TopologyPlacement(FilterPlugin, PlacementPlugin):
 
     def filter_applies(self, ctx: PodContext) -> bool:
         return ctx.domain is not None
+
+    def pod_form(self, ctx: PodContext) -> Hashable:
+        """The domain the attempt is held to (its level and path): the filter reads nothing of
+        the pod itself. Gang members judged outside any domain (`_usable`) share this form."""
+        domain = ctx.domain
+        return None if domain is None else (domain.level, domain.path)
 
     def filter(self, ctx: PodContext, info: NodeInfo) -> Reasons | None:
         domain = ctx.domain
