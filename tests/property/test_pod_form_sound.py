@@ -7,6 +7,8 @@ its features (namespace, labels, tolerations, nodeSelector, host port, pod (anti
 requests, priority), so that pods agreeing in what one filter reads and not in the rest are common. For every filter and
 every pair of pending pods of equal form, the per-node verdicts must match on every node, and
 pods whose whole form (every applicable filter's) is equal must get the same usable rows.
+tests/property/test_filter_form.py holds the same property over independent pods with holds, and
+shows it catching each filter's form broken; this file's twins reach the one-feature differences.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from scheduler.core.framework import prepare
 from scheduler.core.scheduler import Scheduler
 from scheduler.sim import builders as b
 from tests.helpers import BINPACK, config
+from tests.property.test_filter_form import _term
 from tests.property.test_invariants import _settings
 
 ZONE = "topology.kubernetes.io/zone"
@@ -28,10 +31,6 @@ HOSTNAME = "kubernetes.io/hostname"
 NAMESPACES = ("default", "team")
 APPS = ("web", "db")
 PORTS = (8080, 9090)
-
-
-def _term(app: str, key: str) -> dict[str, Any]:
-    return {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": key}
 
 
 FEATURES: dict[str, st.SearchStrategy[Any]] = {
