@@ -166,7 +166,8 @@ def _requirements(selector: object, errors: list[str]) -> tuple[DeviceRequiremen
             errors.append(problem)
             continue
         if op not in _OPERATORS:
-            errors.append(f'{where}.operator: Unsupported value: "{op}": supported values: "{chr(34) + ", ".join(_OPERATORS) + chr(34)}"')
+            errors.append(f'{where}.operator: Unsupported value: "{op}": supported values: '
+                          + ", ".join(f'"{name}"' for name in _OPERATORS))
             continue
         if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
             errors.append(f"{where}.values: must be a list of strings")

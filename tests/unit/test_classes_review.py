@@ -251,3 +251,11 @@ async def test_a_deposed_leader_posts_nothing_after_its_token() -> None:
                                         is_leader=lambda: leading[0])
     await controller.reconcile()
     assert http.posts == []
+
+
+def test_an_unsupported_selector_operator_lists_each_supported_value_quoted_once() -> None:
+    """Found by a final read: the message doubled the quotes around the whole list
+    (`supported values: ""In, NotIn, ...""`); field errors quote each value (`"In", "NotIn"`)."""
+    cls = parse_resource_class(b.resource_class("gpu", expressions=[{"key": "model", "operator": "Bogus"}]))
+    assert ('spec.selector.matchExpressions[0].operator: Unsupported value: "Bogus": supported values: '
+            '"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"') in cls.error, cls.error
