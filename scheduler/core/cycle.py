@@ -586,7 +586,7 @@ class Cycle:
         filtered = None if unusable is None or unusable.filtered is None else {
             runtime.table.info(row).name: why for row, why in unusable.filtered.items()}
         return [Attempt(member, None, message=message, rejectors=frozenset({runtime.placement.name, *rejectors}),
-                        filtered=dict(filtered) if filtered is not None else None)
+                        filtered=dict(filtered) if filtered is not None else None)  # each attempt owns its map
                 for member in members]
 
     # --- PostFilter (preemption) -----------------------------------------------------------------

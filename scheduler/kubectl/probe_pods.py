@@ -198,7 +198,7 @@ def _renamed(document: Any) -> Any:
 
 
 def _regrouped(objects: list[dict[str, Any]]) -> None:
-    """The renamed file's pods in the renamed gangs: a PodGroup label (scheduling-plugins) or
+    """The renamed file's pods in the renamed gangs: a PodGroup label (scheduler-plugins) or
     spec.schedulingGroup.podGroupName (upstream) naming a PodGroup of the file (now NAME`RENAME_SUFFIX`)
     names the copy; a label gang's name (no object: a copy of the gang joining the running one
     would count its members among the copies' own) always gets the suffix. A PodGroup the file
