@@ -122,3 +122,15 @@ def test_a_whole_holder_beside_slices_is_worded_for_what_each_holds() -> None:
         "a slice of it",
         f"device {name} is held whole and by another pod besides: default/s (a slice), and default/w that holds it "
         "whole; default/r1-0 that holds a slice of it"]
+
+
+def test_the_warning_writes_the_amounts_it_compares_in_one_unit() -> None:
+    """A cut to 14848Mi under 15Gi held read 'went down from 16Gi to 14848Mi under 15Gi' on the
+    Event while `kubectl tessera nodes` wrote one unit (`format_alike`): the Warning writes the
+    three amounts it compares in one exact unit too (final read: one sentence, two styles)."""
+    replay, device = _cluster()  # 3 x 5Gi of a 16Gi T4
+    _capacity(replay, device, "14848Mi", "9")
+    [warning] = _lowered(replay)
+    assert "its memory went down from 16384Mi to 14848Mi under 15360Mi held in slices by " in warning.message, \
+        warning.message
+    assert _gpu(replay).reason.startswith("its memory went down to 14848Mi under 15360Mi held by ")

@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Callable, Container, Iterable, Set
 from dataclasses import dataclass, field, replace
 
-from scheduler.api.quantity import Amount, format_quantity
+from scheduler.api.quantity import Amount, format_alike, format_quantity
 from scheduler.core.classes import ClassRegistry
 from scheduler.core.lifecycle import DeviceHold
 from scheduler.core.objects import Device, ObjectMeta, Pod
@@ -36,6 +36,11 @@ UNTOLD = ("found so when its pods were first seen, already bound (a start, a rel
           "spec.nodeName): it cannot tell a capacity that went down beneath slices given within it from slices "
           "given beyond it (another scheduler, or a Binding by hand)")
 """What an over-full device's notice and REASON add when its holders were found so (`DeviceLedger.untold`)."""
+
+
+# a held device's capacity went down below its slices (`DeviceLedger.upsert`): the reason of its
+# Warning, while they stay over it (`standing.still_stands`)
+CAPACITY_LOWERED = "CapacityLoweredWhileHeld"
 
 
 SliceKind = tuple[str, str]
@@ -590,10 +595,9 @@ class DeviceLedger:
                           sliced: set[str]) -> Notice:
         """The Warning on a held device's object whose capacity went down below its slices."""
         holders = ", ".join(sorted(self._pod_key(uid) for uid in sliced))
-        went = " and ".join(f"its {dimension} went down from {format_quantity(before[dimension])} to "
-                            f"{format_quantity(capacity)} under {format_quantity(used)} held"
-                            for dimension, used, capacity in over)
-        return Notice("ExtendedResource", device.name, "CapacityLoweredWhileHeld",
+        went = " and ".join("its {} went down from {} to {} under {} held".format(
+            dimension, *format_alike(before[dimension], capacity, used)) for dimension, used, capacity in over)
+        return Notice("ExtendedResource", device.name, CAPACITY_LOWERED,
                       f"ExtendedResource {device.name}: {went} in slices by {holders} (its object was edited, or "
                       "its node agent publishes less): they keep the slices they hold, and no more is given out "
                       "until they fit", "", device.meta.uid)

@@ -18,12 +18,11 @@ from scheduler.core.state.cluster import (
 )
 from scheduler.core.state.device_ids import REASON as DEVICE_ID_ON_TWO_NODES
 from scheduler.core.state.events import Notice
+from scheduler.core.state.ledger import CAPACITY_LOWERED
 
 # an ExtendedResource's object changed while a pod held it: the ledger keeps the held form (a
 # ghost) and parks the new one in `moved` until the last holder is gone (`DeviceLedger.upsert`)
 CHANGED_WHILE_HELD = frozenset({"DeviceMovedWhileHeld", "DeviceIDChangedWhileHeld", "ResourceNameChangedWhileHeld"})
-# a held device's capacity went down below its slices (`DeviceLedger.upsert`): while they stay over it
-CAPACITY_LOWERED = "CapacityLoweredWhileHeld"
 
 
 def still_stands(state: ClusterState, notice: Notice) -> bool:
