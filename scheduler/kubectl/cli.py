@@ -90,6 +90,9 @@ def _common(parser: argparse.ArgumentParser, suppress: bool) -> None:
     parser.add_argument("--as-uid", dest="as_uid", metavar="UID", default=default, help="act as this UID (needs --as)")
 
 
+WIDE = "each GPU's NUMA node and NVLink group"  # what `nodes -o wide` adds
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kubectl tessera",
                                      description="Look at Tessera's GPUs, pending pods and decisions (read-only).")
@@ -148,8 +151,6 @@ def build_parser() -> argparse.ArgumentParser:
     back.set_defaults(func=_rollback_check)
     return parser
 
-
-WIDE = "each GPU's NUMA node and NVLink group"  # what `nodes -o wide` adds
 
 
 def _output(formats: tuple[str, ...]) -> Callable[[str], str]:

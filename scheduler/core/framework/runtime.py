@@ -163,12 +163,17 @@ class ProfileRuntime:
             usable |= alive
         return usable
 
+    def applicable(self, ctx: PodContext) -> list[FilterPlugin]:
+        """The profile's filters that may reject the pod (`filter_applies`), in their order: the
+        rest are left out of its search, its rejections and its form."""
+        return [p for p in self.filters if p.filter_applies(ctx)]
+
     def applicable_form(self, ctx: PodContext) -> tuple[list[FilterPlugin], Hashable]:
         """The filters applying to the pod and its form as they read it: each one's name and
         `pod_form`, and the pod's uid while the state keeps a hold or a placement for it (the
         filters set the pod's own aside: `nominated_on`'s skip, the tallies' own part), so two
         such pods see the nodes differently whatever else they share."""
-        applicable = [p for p in self.filters if p.filter_applies(ctx)]
+        applicable = self.applicable(ctx)
         uid, state = ctx.pod.uid, self._state
         own = uid if uid in state.holds or uid in state.placements else ""
         return applicable, (own, tuple((p.name, p.pod_form(ctx)) for p in applicable))
@@ -297,7 +302,7 @@ class ProfileRuntime:
         table = self.table
         table.sync()
         n = table.size
-        applicable = [p for p in self.filters if p.filter_applies(ctx)]
+        applicable = self.applicable(ctx)
         narrowing = self._narrowing(ctx)
         alive, verdicts, lazy = self._batch_pass(ctx, applicable, None if narrowing is None else narrowing.allowed)
         head = np.flatnonzero(alive[start:])  # visiting order: rows from `start` on, then the rest
@@ -327,7 +332,7 @@ class ProfileRuntime:
         member can use): reasons and rejectors as a failed search counts them, each row's first
         reason for --explain."""
         self.table.sync()
-        applicable = [p for p in self.filters if p.filter_applies(ctx)]
+        applicable = self.applicable(ctx)
         narrowing = self._narrowing(ctx)
         _, verdicts, _ = self._batch_pass(ctx, applicable, None if narrowing is None else narrowing.allowed)
         found = Feasible([], 0)
