@@ -219,9 +219,11 @@ _LABEL_VALUE_MESSAGE = ("a valid label must be an empty string or consist of alp
 
 
 def label_value_errors(value: str) -> list[str]:
-    """apimachinery's content.IsLabelValue messages (empty when the value is a label value)."""
+    """apimachinery's content.IsLabelValue messages (empty when the value is a label value).
+    surrogatepass: a lone surrogate (PyYAML reads "\\ud800" from a what-if file) counts its 3
+    bytes and fails the pattern, rather than raising UnicodeEncodeError out of the parser."""
     errors = []
-    if len(value.encode()) > 63:
+    if len(value.encode("utf-8", "surrogatepass")) > 63:
         errors.append("must be no more than 63 bytes")
     if _LABEL_VALUE.fullmatch(value) is None:
         errors.append(_LABEL_VALUE_MESSAGE)

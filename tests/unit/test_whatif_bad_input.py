@@ -10,6 +10,7 @@ apiserver's (or the training operator's webhook's) words."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -31,9 +32,10 @@ def _deployment(selector: str, meta: str = "{labels: {app: w}}", replicas: int |
             f"selector: {selector}, {TEMPLATE % (meta, C)}}}")
 
 
-async def _what_if(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, text: str) -> int:
+async def _what_if(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, text: str, nodes: int = 1) -> int:
     (tmp_path / "f.yaml").write_text(text)
-    monkeypatch.setattr(cli, "_listing", fake_listing(NotFoundApi(), [b.node("big", gpus=8)]))
+    monkeypatch.setattr(cli, "_listing", fake_listing(NotFoundApi(), [b.node("big", gpus=8)] +
+                                                      [b.node(f"n{i}", gpus=8) for i in range(1, nodes)]))
     args = cli.build_parser().parse_args(["what-if", "--config", BINPACK, "-f", str(tmp_path / "f.yaml"),
                                           "-o", "json"])
     return await cli._what_if(args, Target(None, None, "default"))
@@ -198,3 +200,23 @@ def test_a_replica_type_the_training_operator_refuses_is_refused(kind: str, fiel
 def test_a_tfjob_takes_any_replica_type_as_its_webhook_does() -> None:
     pods = read_probes(TRAINING % ("TFJob", "tfReplicaSpecs", "Evaluator"), "f", "default", None, 0)
     assert [p["metadata"]["name"] for p in pods] == ["t-evaluator-0"]
+
+
+
+async def test_a_lone_surrogate_in_a_selector_value_is_said_not_a_traceback(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """PyYAML reads `"\\ud800"` as a lone surrogate, which `str.encode()` refuses: counting the
+    value's bytes raised UnicodeEncodeError out of the command. Now the value is no label value,
+    as upstream's parse says: a required term does not match, a preferred one is PreScore's error
+    naming the value (PreScore runs with two feasible nodes)."""
+    term = '{matchExpressions: [{key: zone, operator: In, values: ["\\ud800"]}]}'
+    affinity = {"required": f"requiredDuringSchedulingIgnoredDuringExecution: {{nodeSelectorTerms: [{term}]}}",
+                "preferred": f"preferredDuringSchedulingIgnoredDuringExecution: [{{weight: 1, preference: {term}}}]"}
+    said = {"required": "2 node(s) didn't match Pod's node affinity/selector",
+            "preferred": 'values[0][zone]: Invalid value: "\\ud800": a valid label must be'}
+    for kind in ("required", "preferred"):
+        pod = ("kind: Pod\napiVersion: v1\nmetadata: {name: p}\nspec: {schedulerName: tessera, containers: "
+               f"[{C}], affinity: {{nodeAffinity: {{{affinity[kind]}}}}}}}")
+        assert await _what_if(monkeypatch, tmp_path, pod, nodes=2) in (0, 1)
+        out = capsys.readouterr().out
+        assert said[kind] in json.loads(out)["outcomes"][0]["message"], out
