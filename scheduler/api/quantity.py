@@ -14,6 +14,8 @@ import math
 import re
 from fractions import Fraction
 
+from scheduler.quoted import quoted
+
 __all__ = ["Amount", "QuantityError", "exact", "parse_quantity", "format_alike", "format_quantity"]
 
 # An exact amount: an int when the quantity is whole (fast arithmetic in the scheduling loop),
@@ -76,10 +78,10 @@ def _parse(value: str | int | float) -> Fraction:
     text = value.strip()
     if not text or len(text) > _MAX_LENGTH:
         raise QuantityError(f"quantities must match the regular expression "
-                            f"'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$': {value!r}")
+                            f"'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$': {quoted(value)}")
     match = _NUMBER.match(text)
     if match is None:
-        raise QuantityError(f"{value!r} is not a valid quantity")
+        raise QuantityError(f"{quoted(value)} is not a valid quantity")
     number = Fraction(match.group(1))
     suffix = match.group(2)
     if suffix in _BINARY:
@@ -90,9 +92,9 @@ def _parse(value: str | int | float) -> Fraction:
     if exponent is not None:
         power = int(exponent.group(1))
         if abs(power) > _MAX_EXPONENT:
-            raise QuantityError(f"{value!r}: exponent out of range")
+            raise QuantityError(f"{quoted(value)}: exponent out of range")
         return number * Fraction(10) ** power
-    raise QuantityError(f"{value!r} has an unknown suffix {suffix!r}")
+    raise QuantityError(f"{quoted(value)} has an unknown suffix {quoted(suffix)}")
 
 
 def exact(quantity: Fraction) -> Amount:

@@ -23,10 +23,10 @@ from scheduler.core.objects import (
     _mapping,
     _str,
     parse_meta,
-    quoted,
     str_map,
 )
 from scheduler.core.selectors import LabelSelector, set_requirement
+from scheduler.quoted import quoted
 
 _OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist"})
 

@@ -35,6 +35,7 @@ from scheduler.core.resources import (
     pod_requests,
     with_scoring_defaults,
 )
+from scheduler.quoted import quoted
 
 GANG_NAME_LABEL = "pod-group.scheduling.sigs.k8s.io/name"
 GANG_MIN_LABEL = "pod-group.scheduling.sigs.k8s.io/min-available"
@@ -136,7 +137,7 @@ def _amount(raw: Any, milli: bool) -> Amount:
     amount = exact(quantity * 1000 if milli else quantity)
     if amount > 2**62:
         most = f"2^62 millicores ({2**62 // 1000} cores)" if milli else f"2^62 ({2**62})"
-        raise QuantityError(f"{raw!r} is too large: at most {most} are counted")
+        raise QuantityError(f"{quoted(raw)} is too large: at most {most} are counted")
     return amount
 
 
@@ -228,50 +229,6 @@ def label_value_errors(value: str) -> list[str]:
     if _LABEL_VALUE.fullmatch(value) is None:
         errors.append(_LABEL_VALUE_MESSAGE)
     return errors
-
-
-_GO_ESCAPES = {"\a": r"\a", "\b": r"\b", "\f": r"\f", "\n": r"\n", "\r": r"\r", "\t": r"\t", "\v": r"\v",
-               "\\": "\\\\", '"': '\\"'}
-
-
-def go_quote(text: str) -> str:
-    """Go's %q of a string (strconv.Quote): printable characters as they are, the usual
-    backslash escapes, other control characters as \\x and two hex digits, other runes as \\u and
-    four hex digits, or \\U and eight."""
-    out = ['"']
-    for char in text:
-        if char in _GO_ESCAPES:
-            out.append(_GO_ESCAPES[char])
-        elif char == " " or char.isprintable():
-            out.append(char)
-        elif ord(char) < 0x20 or char == "\x7f":
-            out.append(f"\\x{ord(char):02x}")
-        elif ord(char) < 0x10000:
-            out.append(f"\\u{ord(char):04x}")
-        else:
-            out.append(f"\\U{ord(char):08x}")
-    out.append('"')
-    return "".join(out)
-
-
-# Characters of a value from an object quoted into a message: a label key (316) or a name (253)
-# whole, at most a screenful of anything else.
-QUOTE_LIMIT = 320
-
-
-def quoted(value: object) -> str:
-    """`value` as a message quotes it: a string as Go's %q (as upstream's field errors quote one),
-    anything else as its repr. Tenants write these values (an annotation holds up to 256 KiB),
-    and a message is repeated in a log line per change, the pod's PodScheduled condition and the
-    GPU map: past QUOTE_LIMIT characters it keeps their start, an ellipsis and the whole's length
-    in bytes (`"aaaa…" (204800 bytes)`)."""
-    text = value if isinstance(value, str) else repr(value)
-    if len(text) <= QUOTE_LIMIT:
-        return go_quote(text) if isinstance(value, str) else text
-    start = text[:QUOTE_LIMIT] + "…"
-    # surrogatepass: a lone surrogate (PyYAML reads "\ud800" from a what-if file) counts its 3 bytes
-    size = len(text.encode("utf-8", "surrogatepass"))
-    return f"{go_quote(start) if isinstance(value, str) else start} ({size} bytes)"
 
 
 def _requirement_errors(key: str, op: str, values: tuple[str, ...]) -> tuple[str, ...]:

@@ -68,7 +68,7 @@ def test_a_quantity_beyond_what_is_counted_says_the_limit() -> None:
     run.add(b.pod("max", limits={"nvidia.com/gpu": "9223372036854775807"}),
             b.pod("cores", requests={"cpu": "9223372036854775807"}))
     notes = run.notices()
-    assert any("'9223372036854775807' is too large: at most 2^62 (4611686018427387904) are counted" in n
+    assert any('"9223372036854775807" is too large: at most 2^62 (4611686018427387904) are counted' in n
                for n in notes), notes
     assert any("is too large: at most 2^62 millicores (4611686018427387 cores) are counted" in n for n in notes), notes
 

@@ -4,13 +4,13 @@ A security review: one pod's 200 KB `tessera.dev/topology-required` value was re
 in the `input.invalid` log line of every change (the core's notice), in the PodScheduled
 condition message written back into the pod's status, and in /gpu-map.json (1.6 MB): one tenant
 filled logs, etcd writes and every page load. Each message quotes at most QUOTE_LIMIT characters
-of the value, an ellipsis and the value's length in bytes (`objects.quoted`)."""
+of the value, an ellipsis and the value's length in bytes (`scheduler.quoted.quoted`)."""
 
 from __future__ import annotations
 
 import orjson
 
-from scheduler.core.objects import QUOTE_LIMIT, quoted
+from scheduler.quoted import QUOTE_LIMIT, quoted
 from scheduler.sim import builders as b
 from scheduler.view.cluster import build_view
 from scheduler.view.decisions import DecisionLog

@@ -26,7 +26,7 @@ from typing import Any
 import anyio
 
 from scheduler.api.config import load_config
-from scheduler.core.objects import go_quote
+from scheduler.quoted import go_quote
 from scheduler.core.scheduler import Scheduler
 from scheduler.kube.http import KubeHttp
 from scheduler.kube.loop import LoopHooks, SchedulerLoop

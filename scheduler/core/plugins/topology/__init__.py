@@ -50,7 +50,8 @@ from scheduler.core.framework.placement import Domain, PlacementPlan, PlacementT
 from scheduler.core.framework.resources import ResourceColumns
 from scheduler.core.plugins.devices.columns import ClassColumns
 from scheduler.api.names import label_key_problem
-from scheduler.core.objects import TOPOLOGY_REQUIRED, GangTopology, Pod, quoted
+from scheduler.core.objects import TOPOLOGY_REQUIRED, GangTopology, Pod
+from scheduler.quoted import quoted
 from scheduler.core.plugins.topology.args import TopologyPlacementArgs, level_name
 from scheduler.core.framework.label_columns import Chain, level_column
 from scheduler.core.plugins.topology.domains import LevelView, level_view
