@@ -17,6 +17,7 @@ with four deliberate differences, each checked rather than ignored:
 
 from __future__ import annotations
 
+import argparse
 import difflib
 import hashlib
 import json
@@ -37,6 +38,7 @@ from scheduler.api.config_parse import V1_API_VERSION
 from scheduler.api.quantity import QuantityError, parse_quantity
 from scheduler.core.framework.interface import extends
 from scheduler.core.plugins.registry import REGISTRY
+from scheduler.kube import run_cli
 from tests import dashboard
 from tests.deploy_manifests import (
     CHART,
@@ -414,6 +416,42 @@ def test_extra_args_cannot_override_the_flags_the_chart_sets(helm: Path, args: l
     error = helm_template_error(helm, {"scheduler": {"extraArgs": args}})
     flag = args[0].split("=")[0]
     assert f"scheduler.extraArgs: {flag} is set by the chart" in error, error
+
+
+def _run_options() -> tuple[set[str], set[str]]:
+    """`tessera run`'s long options (without --help): those that take a value, those that do not."""
+    parser = argparse.ArgumentParser()
+    run_cli.add_parser(parser.add_subparsers())
+    run = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices["run"]
+    options = [(o, a.nargs == 0) for a in run._actions if not isinstance(a, argparse._HelpAction)
+               for o in a.option_strings]
+    return {o for o, bare in options if not bare}, {o for o, bare in options if bare}
+
+
+def test_the_schemas_extra_args_flags_are_tessera_runs() -> None:
+    """The chart refuses a flag `tessera run` does not take; its list must follow run_cli.py's."""
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    pattern = schema["properties"]["scheduler"]["properties"]["extraArgs"]["items"]["pattern"]
+    match = re.fullmatch(r"\^\(--\(([-a-z|]+)\)\(=\.\*\)\?\|--\(([-a-z|]+)\)\|\[\^-\]\.\*\)\$", pattern)
+    assert match is not None, pattern
+    valued, bare = _run_options()
+    assert ({f"--{o}" for o in match[1].split("|")}, {f"--{o}" for o in match[2].split("|")}) == (valued, bare)
+
+
+@pytest.mark.parametrize("args", [["--v=4"], ["--v", "4"], ["-v"], ["--gpu-map=true"], ["--gpu-maps"],
+                                  ["--identity=x", "--leader-elect=false"]])
+def test_extra_args_refuse_a_flag_tessera_run_does_not_take(helm: Path, args: list[str]) -> None:
+    """kube-scheduler's --v=4 rendered, then `tessera run` exited `unrecognized arguments` in a
+    crash loop. The error names the value."""
+    error = helm_template_error(helm, {"scheduler": {"extraArgs": args}})
+    bad = next(a for a in args if a.startswith("-") and not re.match(r"--(identity|gpu-map)(=x)?$", a))
+    assert "/scheduler/extraArgs/" in error and f"'{bad}'" in error, error
+
+
+def test_extra_args_take_tessera_runs_flags_in_every_form(helm: Path) -> None:
+    args = ["--gpu-map", "--event-loop=uvloop", "--identity", "me", "--kubeconfig="]
+    docs = helm_template(helm, {"scheduler": {"extraArgs": args}})
+    assert _containers(docs, "Deployment", "tessera-scheduler")["args"][-len(args):] == args
 
 
 @pytest.mark.parametrize(("values", "where"), [
