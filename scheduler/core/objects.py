@@ -48,6 +48,8 @@ WORKLOAD_API = "scheduling.k8s.io"  # upstream's Workload API (v1alpha2, Kuberne
 PODGROUP_API_VERSIONS = {PLUGINS_API: f"{PLUGINS_API}/v1alpha1", WORKLOAD_API: f"{WORKLOAD_API}/v1alpha2"}
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+# why a GPU goes to no new pod (`Device.unschedulable_because`), as explain says it
+UNHEALTHY_DEVICE, CORDONED_DEVICE, DUPLICATE_DEVICE = "unhealthy", "cordoned", "deviceID named twice"
 DEFAULT_PREEMPTION_POLICY = "PreemptLowerPriority"  # the API's default for a pod's and a PriorityClass's
 
 
@@ -911,7 +913,18 @@ class Device:
 
     @property
     def schedulable(self) -> bool:
-        return self.healthy and not self.unschedulable and not self.duplicate
+        return not self.unschedulable_because
+
+    @property
+    def unschedulable_because(self) -> str:
+        """Why no new pod may take it, the first that applies: unhealthy (Healthy=False),
+        cordoned (`spec.unschedulable`), its deviceID named twice (`duplicate`); "" when one may.
+        `kubectl tessera explain` says it of the GPUs a slice finds no room on."""
+        if not self.healthy:
+            return UNHEALTHY_DEVICE
+        if self.unschedulable:
+            return CORDONED_DEVICE
+        return DUPLICATE_DEVICE if self.duplicate else ""
 
     def same_spec(self, other: Device) -> bool:
         """Equal in everything scheduling reads: heartbeats and resourceVersions change nothing."""

@@ -13,17 +13,20 @@ looks like a scheduler bug.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from difflib import get_close_matches
 from typing import Any
 
 from scheduler.api.config_model import LeaderElectionConfig, SchedulerConfig
-from scheduler.api.quantity import Amount, format_quantity
+from scheduler.api.quantity import format_quantity
 from scheduler.core.annotations import TERM
 from scheduler.core.capacity import beyond_every_node, beyond_min_resources, beyond_the_cluster, too_few_members
 from scheduler.core.framework.cycle_state import prepare
-from scheduler.core.objects import Pod, gang_key, gang_key_parts, gang_name
+from scheduler.core.objects import (CORDONED_DEVICE, DUPLICATE_DEVICE, UNHEALTHY_DEVICE, Pod, gang_key,
+                                    gang_key_parts, gang_name)
+from scheduler.core.plugins.devices.planner import HELD_WHOLE, slice_rooms
 from scheduler.core.plugins.interpod_affinity import EXISTING, repelled_by
 from scheduler.core.plugins.node_affinity import named_nodes
 from scheduler.core.plugins.preemption.victims import listed_all
@@ -771,42 +774,29 @@ def _slice_room(state: ClusterState, pod: Pod, info: NodeInfo, reason: str) -> s
     spread over several does not add up, and the planner takes whole units), beside the slices
     asked (each container's when several ask: those running together add up on a GPU they
     share), and the matching GPUs that take no slice (held whole, cordoned, a deviceID named
-    twice, unhealthy), or that none matches. Upstream's reason names the resource alone, and the
-    pod's condition counts the nodes by it (`4 Insufficient <resource>`), so only explain says it
-    (a HAMi team's trial: 14Gi asked with 13Gi free on one GPU read the same as a full node)."""
+    twice, unhealthy, no capacity of the class's dimension), or that none matches: the rooms and
+    reasons are the planner's (`slice_rooms`), so explain cannot tell another story. Upstream's
+    reason names the resource alone, and the pod's condition counts the nodes by it
+    (`4 Insufficient <resource>`), so only explain says it (a HAMi team's trial: 14Gi asked with
+    13Gi free on one GPU read the same as a full node)."""
     requests = [req for req in prepare(pod, state.classes).device_requests
                 if req.cls.sharing is not None and reason == f"Insufficient {req.resource_name}"]
     if not requests:
         return ""
     cls, sharing = requests[0].cls, requests[0].cls.sharing
     assert sharing is not None
-    matching = [device for device in info.devices.values()
-                if cls.name in state.classes.device_classes.get(device.name, ()) and not state.ledger.is_ghost(device.name)]
-    if not matching:
+    rooms = slice_rooms(state, info, cls)
+    if not rooms:
         return f"no GPU of the node matches class {cls.name}"
-    free: list[Amount] = []
-    whole = cordoned = duplicate = unhealthy = 0
-    for device in matching:
-        use = state.ledger.use.get(device.name)
-        if not device.healthy:
-            unhealthy += 1
-        elif device.unschedulable:
-            cordoned += 1
-        elif device.duplicate:
-            duplicate += 1
-        elif use is not None and use.exclusive:
-            whole += 1
-        elif (capacity := device.capacity.get(sharing.dimension)) is not None:
-            room = max(capacity - state.ledger.shared_use(use, sharing.dimension), 0)
-            free.append(room // sharing.unit * sharing.unit)
+    free = [max(room, 0) // sharing.unit * sharing.unit for room in rooms.values() if not isinstance(room, str)]
+    none = Counter(room for room in rooms.values() if isinstance(room, str))
     asked = f"{format_quantity(requests[0].count * sharing.unit)} asked" if len(requests) == 1 else \
         "asked: " + ", ".join(f"{format_quantity(req.count * sharing.unit)} by {req.container}" for req in requests)
     found = [f"largest free slice on one GPU: {format_quantity(max(free))} ({asked})"] if free else []
-    none = [f"{count} {what}" for count, what in ((whole, "held whole"), (cordoned, "cordoned"),
-                                                   (duplicate, "deviceID named twice"), (unhealthy, "unhealthy"))
-            if count]
     if none:
-        found.append(f"matching GPUs that take no slice: {', '.join(none)}")
+        order = (HELD_WHOLE, CORDONED_DEVICE, DUPLICATE_DEVICE, UNHEALTHY_DEVICE)
+        named = sorted(none, key=lambda why: (order.index(why) if why in order else len(order), why))
+        found.append(f"matching GPUs that take no slice: {', '.join(f'{none[why]} {why}' for why in named)}")
     return "; ".join(found)
 
 

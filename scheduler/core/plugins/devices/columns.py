@@ -21,7 +21,7 @@ from scheduler.core.framework.cycle_state import PodContext
 from scheduler.core.framework.interface import Bools, Ints
 from scheduler.core.framework.nodetable import ColumnGroup, EachArray, NodeTable
 from scheduler.core.objects import Device
-from scheduler.core.plugins.devices.planner import described
+from scheduler.core.plugins.devices.planner import described, slice_room
 from scheduler.core.state import ClusterState, NodeInfo
 
 
@@ -199,11 +199,8 @@ class ClassColumns(ColumnGroup):
                         free.append(device)
                 else:
                     most = max(most, min(UNITS_MAX, cls.sharing.slices_on(device)))
-                    capacity = device.capacity.get(cls.sharing.dimension)
-                    if capacity is None:
-                        continue
-                    if use is None or not use.exclusive:
-                        room = capacity - ledger.shared_use(use, cls.sharing.dimension)
+                    room = slice_room(ledger, device, cls.sharing.dimension)
+                    if not isinstance(room, str):
                         best = max(best, min(UNITS_MAX, math.ceil(room / cls.sharing.unit)))
             self.free[name][row] = best
             self.total[name][row] = len(candidates)

@@ -40,15 +40,18 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 from scheduler.api.quantity import Amount
+from scheduler.core.classes import ResourceClass
 from scheduler.core.framework.cycle_state import MAX_NODE_SCORE, DevicePlan, DeviceRequest, PodContext
 from scheduler.core.framework.nodecache import NodeCache
 from scheduler.core.lifecycle import Grant, Phases, slice_peak
 from scheduler.core.objects import Device
 from scheduler.core.state import ClusterState, DeviceUse, NodeInfo
+from scheduler.core.state.ledger import DeviceLedger
 
 _CACHED_REQUESTS = 128
 GROUP_ATTRIBUTES = ("nvlinkGroup", "numaNode")  # device topology inside a node, tightest first
 BROKEN = "node(s) had unreadable device assignments"
+HELD_WHOLE = "held whole"  # why a GPU takes no slice (`slice_room`)
 RequestKey = tuple[tuple[str, str, int, Phases], ...]
 
 
@@ -242,12 +245,10 @@ class DevicePlanner:
                     held_whole = whole.get(device.name)
                     if held_whole is not None and not held_whole[1].isdisjoint(req.phases):
                         continue  # a container of the pod that runs beside this one has it whole
+                    room = slice_room(ledger, device, dimension)
+                    if isinstance(room, str):
+                        continue
                     device_use = use.get(device.name)
-                    if device_use is not None and device_use.exclusive:
-                        continue
-                    capacity = device.capacity.get(dimension)
-                    if capacity is None:
-                        continue
                     own = sliced.get(device.name)
                     before: Amount
                     after: Amount
@@ -258,7 +259,7 @@ class DevicePlanner:
                                 if dimension_of(resource) == dimension}
                         before = slice_peak(mine)
                         after = _peak_with(mine, req.resource_name, req.phases, amount)
-                    left = capacity - ledger.shared_use(device_use, dimension) - after
+                    left = room - after
                     if left < 0:
                         continue
                     if held_whole is not None:
@@ -306,6 +307,33 @@ class DevicePlanner:
                 return f"Insufficient {_asked_as(requests, grants, resource, devices)}"
         return DevicePlan(grants, newly_busy, sum(scores) // len(scores) if scores else 0, resources, held_busy,
                           kept_on)
+
+
+def slice_room(ledger: DeviceLedger, device: Device, dimension: str) -> Amount | str:
+    """The room `device` has for new slices of `dimension`: its capacity of it less the slices
+    of it held (`DeviceLedger.shared_use`: pods' and nominated preemptors' holds'; below 0 when
+    overfilled) — or why it takes none: held whole (by a pod or a hold: no slice beside it), or
+    no capacity of that dimension. Its health, cordon and deviceID are the caller's to judge
+    (`Device.schedulable`). The planner's rule; the class columns and `slice_rooms` read it."""
+    use = ledger.use.get(device.name)
+    if use is not None and use.exclusive:
+        return HELD_WHOLE
+    capacity = device.capacity.get(dimension)
+    if capacity is None:
+        return f"no {dimension} capacity"
+    return capacity - ledger.shared_use(use, dimension)
+
+
+def slice_rooms(state: ClusterState, info: NodeInfo, cls: ResourceClass) -> dict[str, Amount | str]:
+    """Each GPU of the node sharing class `cls` matches (any health; a ghost matches no class),
+    by name: the room it has for a new slice of the class (`slice_room`), or why it takes none
+    (`Device.unschedulable_because`, else `slice_room`'s reason). A container's slice goes on
+    one GPU, so the rooms do not add up; empty when no GPU of the node matches the class."""
+    assert cls.sharing is not None
+    dimension = cls.sharing.dimension
+    matches = state.classes.device_classes
+    return {device.name: device.unschedulable_because or slice_room(state.ledger, device, dimension)
+            for device in info.devices.values() if cls.name in matches.get(device.name, ())}
 
 
 def _vacating(state: ClusterState, use: DeviceUse | None) -> bool:
