@@ -29,6 +29,16 @@ def test_quoted_cuts_a_long_value_and_says_its_length() -> None:
     assert quoted("é" * (QUOTE_LIMIT + 1)).endswith(f'…" ({2 * (QUOTE_LIMIT + 1)} bytes)')
 
 
+def test_quoted_keeps_a_value_of_the_limit_whole_and_a_long_non_string_unquoted() -> None:
+    """QUOTE_LIMIT characters are still quoted whole (the limit is the most kept, not the first
+    cut); a long value that is no string (a list an object holds where a string belongs) is cut
+    as its repr, without Go's quotes around it, as a short one is written."""
+    assert quoted("a" * QUOTE_LIMIT) == '"' + "a" * QUOTE_LIMIT + '"'
+    assert quoted("a" * (QUOTE_LIMIT + 1)) == '"' + "a" * QUOTE_LIMIT + f'…" ({QUOTE_LIMIT + 1} bytes)'
+    many = list(range(200))
+    assert quoted(many) == repr(many)[:QUOTE_LIMIT] + f"… ({len(repr(many))} bytes)"
+
+
 def test_a_huge_topology_value_stays_out_of_notices_conditions_and_the_gpu_map() -> None:
     run = Run(topology_config())
     run.add(*rack_nodes({("a", "r1"): 2}))

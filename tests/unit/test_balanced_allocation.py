@@ -30,6 +30,7 @@ from scheduler.core.plugins.fit.balanced import (
 )
 from scheduler.core.plugins.registry import args_of
 from scheduler.core.scheduler import Scheduler
+from scheduler.sim import builders as b
 from tests.unit.upstream_cases import make_node, st_pod
 
 CPU_MEMORY = (("cpu", 1), ("memory", 1))
@@ -133,6 +134,23 @@ def test_a_pod_requesting_none_of_the_resources_is_not_scored() -> None:
     ctx = prepare(next(iter(scheduler.state.pods.values())), scheduler.state.classes)
     assert not plugin.score_applies(ctx)
     assert plugin.score(ctx, scheduler.state.nodes["node1"]) == 0
+
+
+@pytest.mark.parametrize("resources, scored", [(CPU_MEMORY, False), (WITH_GPU, True)])
+def test_a_pod_asking_only_for_a_class_is_scored_only_when_a_scalar_resource_is(
+        resources: tuple[tuple[str, int], ...], scored: bool) -> None:
+    """A pod whose only request is a ResourceClass's: its plan's GPUs add to `nvidia.com/gpu`, so it
+    is scored where the args list that scalar resource; with cpu and memory alone it requests none
+    of them and is skipped, as upstream's PreScore skips it (not scored 75 on every node)."""
+    cfg = config(resources)
+    objs = (make_node("node1", 4000, 10000, {"nvidia.com/gpu": 1}), b.device("node1", 0),
+            b.resource_class("v100", match_labels={"model": "V100"}),
+            b.pod("p", limits={"class.tessera.dev/v100": 1}))
+    scheduler = cluster(cfg, objs)
+    plugin = NodeResourcesBalancedAllocation(None, args_of(cfg.profiles[0], BalancedAllocationArgs))  # type: ignore[arg-type]
+    ctx = prepare(next(iter(scheduler.state.pods.values())), scheduler.state.classes)
+    assert ctx.device_requests and not any(plugin.per_node.pod_vector(ctx))
+    assert plugin.score_applies(ctx) is scored
 
 
 def test_balance_hand_computed() -> None:

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from scheduler.api.config import SchedulerConfig, parse_config
+from scheduler.core import annotations as ann
 from scheduler.core.framework.cycle_state import prepare
 from scheduler.core.objects import parse_pod
 from scheduler.core.plugins.fragmentation import FragmentationScore, TesseraFragmentation, sigmoid_score
@@ -139,6 +140,25 @@ def test_the_slice_takes_the_gpu_that_leaves_the_least_fragmentation_not_the_ful
     busy = sorted(run.scheduler.state.ledger.shared_use(d, "gpu-milli") for d in devices.values() if d.busy)
     assert busy == [200, 300]
 
+
+def test_a_slice_between_used_gpus_that_strand_alike_takes_the_fullest() -> None:
+    """GPU 0 has 900 milli free, GPU 1 800 (running pods' 100-milli slices), GPU 2 is idle; the
+    cluster runs 100-milli slices alone, which use any remainder: a 100 slice strands nothing on
+    either used GPU, so the tie goes to the planner's best-fit order, the fullest that fits
+    (GPU 1), not a later option (docs/semantics.md, Fragmentation)."""
+    run = Run(_fragmentation_only())
+    _gpu_nodes(run, "n", gpus=3)
+    _others(run, {SHARE: 100}, 4)
+    devices = sorted(run.scheduler.state.nodes["n"].devices.values(), key=lambda d: d.attributes["index"])
+    for i, index in enumerate((0, 1, 1)):
+        gpu = devices[index]
+        grant = ann.DeviceGrant(gpu.device_id, gpu.name, 100, "gpu-milli", gpu.resource_name)
+        encoded = ann.encode_devices({"main": {SHARE: (grant,)}})
+        run.add(b.pod(f"holder-{i}", limits={SHARE: 100}, node_name="n", phase="Running",
+                      annotations={ann.DEVICES: encoded, ann.HELD_DEVICES: encoded}))
+    run.add(b.pod("slice", limits={SHARE: 100}))
+    ledger = run.scheduler.state.ledger
+    assert [ledger.shared_use(ledger.use.get(d.name), "gpu-milli") for d in devices] == [100, 300, 0]
 
 def test_cpu_only_pods_go_where_they_strand_no_gpus() -> None:
     run = Run(_fragmentation_only())

@@ -243,3 +243,18 @@ def test_a_member_decided_again_while_its_binding_waits_is_only_in_its_new_place
     loop._on_bound(BindResult(bindings[3], Outcome.BOUND, "", 0.01))
     assert [note.split(":")[0] for note in notes] == ["Successfully assigned 1 member of pod group default/big"]
     assert loop._placing == {}
+
+
+def test_a_member_deleted_while_its_binding_is_out_ends_its_placement() -> None:
+    """A member deleted before its Binding was answered (a held Binding, never sent): this
+    placement will not bind it, so it is over — none is told when the others land, and nothing of
+    it is kept (the deleted member's entry would otherwise stay until the term ends)."""
+    members = [plugins_gang_member(f"big-{i}") for i in range(3)]
+    loop, bindings, notes = _driven_loop([b.node("n1", gpus=8), b.node("n2", gpus=4), b.podgroup("big", 3), *members])
+    _cycle(loop)
+    *sent, last = bindings
+    loop._on_event("DELETED", next(m for m in members if m["metadata"]["uid"] == last.uid))
+    for binding in sent:
+        loop._on_bound(BindResult(binding, Outcome.BOUND, "", 0.01))
+    assert notes == []
+    assert loop._placing == {}

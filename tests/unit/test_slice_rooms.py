@@ -7,13 +7,14 @@ one-GPU slice exactly when the largest room, in whole units, holds it."""
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from scheduler.core import annotations as ann
 from scheduler.core.framework.cycle_state import prepare
-from scheduler.core.objects import CORDONED_DEVICE, DUPLICATE_DEVICE, UNHEALTHY_DEVICE, parse_pod
+from scheduler.core.objects import CORDONED_DEVICE, DUPLICATE_DEVICE, UNHEALTHY_DEVICE, parse_device, parse_pod
 from scheduler.core.plugins.devices.planner import HELD_WHOLE, DevicePlanner, slice_rooms
 from scheduler.core.scheduler import Scheduler
 from scheduler.kubectl import explain as explaining
@@ -127,3 +128,16 @@ def test_explain_names_a_matching_gpu_without_the_classs_dimension() -> None:
     assert result is not None and result.dry_run is not None
     assert result.dry_run.nodes[0].detail == (f"Insufficient {SHARED}: largest free slice on one GPU: 16Gi (17Gi "
                                               "asked); matching GPUs that take no slice: 1 no memory capacity")
+
+
+def test_a_gpu_is_told_the_first_reason_that_applies() -> None:
+    """`Device.unschedulable_because` names the first of unhealthy, cordoned, deviceID named
+    twice: a GPU both unhealthy and cordoned is explained as unhealthy (what an operator must fix
+    before an uncordon helps), and "" leaves it schedulable."""
+    gpu = parse_device(b.device("n", 0, healthy=False, unschedulable=True))
+    gpu = replace(gpu, duplicate=True)
+    assert gpu.unschedulable_because == UNHEALTHY_DEVICE
+    assert replace(gpu, healthy=True).unschedulable_because == CORDONED_DEVICE
+    assert replace(gpu, healthy=True, unschedulable=False).unschedulable_because == DUPLICATE_DEVICE
+    free = replace(gpu, healthy=True, unschedulable=False, duplicate=False)
+    assert free.unschedulable_because == "" and free.schedulable

@@ -170,3 +170,23 @@ def test_the_topology_filters_form_is_its_domain_alone() -> None:
     other = prepare(pods[0], state.classes)
     other.domain = r2
     assert plugin.pod_form(other) != forms[0]
+
+
+def test_the_usable_rows_are_every_forms_rows_whatever_the_members_order() -> None:
+    """`usable_rows` is the union over the members' forms: a member pinned to a-r1-0 and one
+    pinned to a-r1-1 leave both nodes usable in either order (the last form alone would drop the
+    first one's node, and a domain holding the gang would be refused)."""
+    from scheduler.core.objects import parse_pod
+
+    run = Run(topology_config())
+    run.add(*rack_nodes({("a", "r1"): 2}))
+    state = run.state
+    runtime = run.scheduler._engine.profiles["tessera"]
+    names = ("a-r1-0", "a-r1-1")
+    members = [prepare(parse_pod(_member(f"g-{i}", {}, spec_extra={"nodeSelector": {HOSTNAME: node}})), state.classes)
+               for i, node in enumerate(names)]
+    rows = [state.node_position(name) for name in names]
+    assert None not in rows
+    for order in (members, members[::-1]):
+        usable = runtime.usable_rows(order)
+        assert all(usable[rows]) and usable.sum() == 2
