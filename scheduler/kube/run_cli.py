@@ -15,6 +15,7 @@ import argparse
 import asyncio
 import contextlib
 import functools
+import ssl
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -37,6 +38,7 @@ from scheduler.kube.leader import LeaderElector, default_identity
 from scheduler.kube.lone_replica import live_leader, watch_for_a_leader
 from scheduler.kube.loop import LoopHooks, SchedulerLoop
 from scheduler.kube.metrics import Metrics, MetricsStopwatch, PodGroupResult
+from scheduler.kube.secure_serving import ALWAYS_ALLOW_PATHS, DelegatedAuth, tls_context
 from scheduler.kube.serving import (GPU_MAP_DATA, GPU_MAP_PAGE, PING, Check, ServeError, configz_route, serve,
                                     turned_off)
 from scheduler.logs import LogSettingsError, configure_logging, describe_error
@@ -65,8 +67,21 @@ def add_parser(subparsers: Any) -> None:
                                              "then ~/.kube/config, then in-cluster)")
     parser.add_argument("--bind-address", default="127.0.0.1",
                         help=f"address for {_ENDPOINTS} (default 127.0.0.1)")
-    parser.add_argument("--port", type=_port, default=10251,
-                        help=f"port for {_ENDPOINTS} (default 10251; 0 = any free port, logged in serving.started)")
+    # one server: plain HTTP on --port or HTTPS on --secure-port (argparse refuses both, naming them)
+    ports = parser.add_mutually_exclusive_group()
+    ports.add_argument("--port", type=_port, default=10251,
+                       help=f"port for {_ENDPOINTS} (default 10251; 0 = any free port, logged in serving.started)")
+    ports.add_argument("--secure-port", type=_port,
+                       help="serve the same paths with HTTPS on this port instead of --port, as kube-scheduler's "
+                            "10259: bearer tokens checked with TokenReviews, requests authorized with "
+                            "SubjectAccessReviews (the scheduler's identity needs system:auth-delegator); "
+                            "no client-certificate authentication")
+    parser.add_argument("--tls-cert-file", help="with --secure-port: the serving certificate (PEM; default: a "
+                                                "self-signed one for localhost made at start)")
+    parser.add_argument("--tls-private-key-file", help="with --secure-port: the --tls-cert-file's key (PEM)")
+    parser.add_argument("--authorization-always-allow-paths", type=_paths, default=list(ALWAYS_ALLOW_PATHS),
+                        help="with --secure-port: paths served without a SubjectAccessReview, comma-separated "
+                             f"(default {','.join(ALWAYS_ALLOW_PATHS)}; a trailing * matches a prefix)")
     parser.add_argument("--identity", help="leader election identity (default: <hostname>_<uuid>)")
     parser.add_argument("--replace-default-scheduler", action="store_true",
                         help="Tessera is the cluster's only scheduler: allow the configuration to use kube-scheduler's "
@@ -91,6 +106,22 @@ def _port(text: str) -> int:
     return port
 
 
+def _paths(text: str) -> list[str]:
+    return [path.strip() for path in text.split(",") if path.strip()]
+
+
+def _tls_flags_problem(args: argparse.Namespace) -> str | None:
+    """Why the TLS flags cannot be used as given (they mean something only with --secure-port, and
+    only as a pair), or None."""
+    given = [flag for flag, value in (("--tls-cert-file", args.tls_cert_file),
+                                      ("--tls-private-key-file", args.tls_private_key_file)) if value is not None]
+    if given and args.secure_port is None:
+        return f"{' and '.join(given)} need --secure-port"
+    if len(given) == 1:
+        return "--tls-cert-file and --tls-private-key-file go together"
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
     raise_open_files_limit()
     try:
@@ -111,8 +142,19 @@ def run(args: argparse.Namespace) -> int:
         log.warning("tessera.replacing_kube_scheduler", config=config.source, clashes=list(clashes))
     for profile, notice in gpu_scoring_notices(config).items():
         log.warning("config.profile_scores_no_gpus", config=config.source, profile=profile, message=notice)
+    problem = _tls_flags_problem(args)
+    if problem is not None:
+        print(f"tessera run: error: {problem}", file=sys.stderr)
+        return 2
+    tls: ssl.SSLContext | None = None
+    if args.secure_port is not None:
+        try:
+            tls = tls_context(args.tls_cert_file, args.tls_private_key_file)
+        except OSError as err:  # ssl.SSLError too: a file that cannot be read, a key that is not the cert's
+            print(f"tessera: cannot serve with TLS: {describe_error(err)}", file=sys.stderr)
+            return 1
     try:
-        return anyio.run(_main, args, config, backend="asyncio",
+        return anyio.run(_main, args, config, tls, backend="asyncio",
                          backend_options={"use_uvloop": args.event_loop == "uvloop"})
     except ConnectError as err:
         print(f"tessera: {err}", file=sys.stderr)
@@ -122,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
 
 
-async def _main(args: argparse.Namespace, config: SchedulerConfig) -> int:
+async def _main(args: argparse.Namespace, config: SchedulerConfig, tls: ssl.SSLContext | None) -> int:
     """Open the two apiserver clients (closed on every way out, so a failed start-up leaves no
     "Unclosed client session" behind) and run. Kubeconfig problems raise `ConnectError`; an
     apiserver that cannot be reached yet is waited for (`_run`)."""
@@ -136,7 +178,7 @@ async def _main(args: argparse.Namespace, config: SchedulerConfig) -> int:
         connection = config.client_connection
         http = KubeHttp(api, RateLimiter(connection.qps, connection.burst))
         await reading_build
-        return await _run(args, config, http, KubeHttp(watch_api), kubeconfig)
+        return await _run(args, config, http, KubeHttp(watch_api), kubeconfig, tls)
 
 
 def log_starting(apiserver: str, apiserver_version: object, config: SchedulerConfig) -> None:
@@ -150,7 +192,7 @@ def log_starting(apiserver: str, apiserver_version: object, config: SchedulerCon
 
 
 async def _run(args: argparse.Namespace, config: SchedulerConfig, http: KubeHttp, watch_http: KubeHttp,
-               kubeconfig: str | None) -> int:
+               kubeconfig: str | None, tls: ssl.SSLContext | None = None) -> int:
     identity = args.identity or default_identity()
     election = config.leader_election
     metrics = Metrics(profiles=sorted(config.scheduler_names), lease_name=election.resource_name,
@@ -262,9 +304,14 @@ async def _run(args: argparse.Namespace, config: SchedulerConfig, http: KubeHttp
 
     # serve() outside the task group: a port that cannot be bound is its own error, not a group's
     waiting = ApiserverWait()
-    async with serve(args.bind_address, args.port, healthz=_healthz_checks(loop, waiting),
-                     readyz=_readyz_checks(loop, waiting),
-                     registry=metrics.registry, routes=[*routes, configz_route(configz(config))]) as server:
+    port, middlewares = args.port, []
+    if tls is not None:
+        port = args.secure_port
+        middlewares = [DelegatedAuth(http, always_allow_paths=args.authorization_always_allow_paths).middleware]
+    async with serve(args.bind_address, port, healthz=_healthz_checks(loop, waiting),
+                     readyz=_readyz_checks(loop, waiting), registry=metrics.registry,
+                     routes=[*routes, configz_route(configz(config))], tls=tls, middlewares=middlewares,
+                     port_flag="--port" if tls is None else "--secure-port") as server:
         log.info("tessera.serving", url=server.url, identity=identity,
                  gpu_map=f"{server.url}/gpu-map" if args.gpu_map else "off (start with --gpu-map)")
         refused: ConnectError | None = None  # raised here it would leave the groups as an exception group

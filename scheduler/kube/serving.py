@@ -1,4 +1,4 @@
-"""`/healthz`, `/livez`, `/readyz` and `/metrics` over plain HTTP (aiohttp).
+"""`/healthz`, `/livez`, `/readyz` and `/metrics` over HTTP, or HTTPS with `--secure-port` (aiohttp).
 
 The probes answer as kube-scheduler's (k8s.io/apiserver `healthz.handleRootHealth`): each path runs
 its named checks; all passing is `200 ok` (with `?verbose`, one `[+]<check> ok` line per check and
@@ -22,15 +22,16 @@ Why these checks:
   only when the operator asks for them.
 * `/configz` (`configz_route`) is the effective configuration as JSON, as kube-scheduler serves
   its own: it holds no secret (a kubeconfig's path, never its content), so it is served like
-  `/metrics`, to whoever reaches the port.
+  `/metrics`: on `--port` to whoever reaches it, on `--secure-port` to whom the apiserver allows.
 * Otherwise responses carry nothing but those answers: no kubeconfig, no tokens, no exception
   texts, no apiserver messages.
 
 Why the default bind address is `127.0.0.1:10251`: nothing is exposed beyond the host unless the
 operator asks for it (the Deployment passes `--bind-address 0.0.0.0` so the kubelet and Prometheus
 can reach the pod). 10251 is the port kube-scheduler used for its former plain-HTTP endpoint; the
-upstream secure port 10259 is for HTTPS with delegated authentication, which this server does not do.
-Port 0 binds a free port; `HealthServer.port` tells which.
+upstream secure port 10259 is for HTTPS with delegated authentication, which `tessera run
+--secure-port` serves instead of `--port` (the same routes, behind `tls` and the `middlewares` of
+scheduler/kube/secure_serving.py). Port 0 binds a free port; `HealthServer.port` tells which.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ import gzip
 import json
 import logging
 import os
+import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from types import TracebackType
@@ -46,6 +48,7 @@ from types import TracebackType
 import structlog
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.typedefs import Middleware
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
@@ -146,7 +149,9 @@ class HealthServer:
     """The probe and metrics endpoint. `start()` binds, `stop()` closes; also an async context manager."""
 
     def __init__(self, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, *, healthz: Sequence[Check],
-                 readyz: Sequence[Check], registry: CollectorRegistry, routes: Sequence[Route] = ()) -> None:
+                 readyz: Sequence[Check], registry: CollectorRegistry, routes: Sequence[Route] = (),
+                 tls: ssl.SSLContext | None = None, middlewares: Sequence[Middleware] = (),
+                 port_flag: str = "--port") -> None:
         self.host = host
         self.requested_port = port
         self._checks: dict[str, tuple[Check, ...]] = {"healthz": tuple(healthz) or (PING,), "livez": (PING,),
@@ -154,6 +159,11 @@ class HealthServer:
         self._failing: dict[str, str] = {}  # probe -> the failures last logged for it
         self._registry = registry
         self._routes = tuple(routes)
+        # `tessera run --secure-port` (scheduler/kube/secure_serving.py): HTTPS, and the delegated
+        # authentication and authorization filters in front of every route
+        self._tls = tls
+        self._middlewares = tuple(middlewares)
+        self._port_flag = port_flag
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
 
@@ -167,12 +177,12 @@ class HealthServer:
     @property
     def url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+        return f"{'https' if self._tls is not None else 'http'}://{host}:{self.port}"
 
     async def start(self) -> None:
         if self._runner is not None:
             return
-        app = web.Application()
+        app = web.Application(middlewares=self._middlewares)
         for probe in self._checks:
             app.router.add_get(f"/{probe}", self._probe)
         app.router.add_get("/metrics", self._metrics)
@@ -186,14 +196,14 @@ class HealthServer:
                                keepalive_timeout=KEEPALIVE_SECONDS, logger=_SERVER_LOG)
         await runner.setup()
         try:
-            site = web.TCPSite(runner, self.host, self.requested_port)
+            site = web.TCPSite(runner, self.host, self.requested_port, ssl_context=self._tls)
             await site.start()
         except OSError as err:  # socket.gaierror included: an unknown host name
             await runner.cleanup()
             # the errno's own words: uvloop's strerror repeats the address ("error while attempting to bind ...")
             reason = os.strerror(err.errno) if err.errno and err.errno > 0 else (err.strerror or str(err))
             raise ServeError(f"cannot serve /healthz, /readyz and /metrics on {self.host}:{self.requested_port}: "
-                             f"{reason} (choose another --port, 0 for any free one, or --bind-address)") from None
+                             f"{reason} (choose another {self._port_flag}, 0 for any free one, or --bind-address)") from None
         except BaseException:
             await runner.cleanup()
             raise
@@ -272,9 +282,11 @@ class HealthServer:
 @asynccontextmanager
 async def serve(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, *, healthz: Sequence[Check],
                 readyz: Sequence[Check], registry: CollectorRegistry,
-                routes: Sequence[Route] = ()) -> AsyncIterator[HealthServer]:
+                routes: Sequence[Route] = (), tls: ssl.SSLContext | None = None,
+                middlewares: Sequence[Middleware] = (), port_flag: str = "--port") -> AsyncIterator[HealthServer]:
     """`async with serve(...) as server:` — started on entry (``server.port`` is bound), stopped on exit."""
-    server = HealthServer(host, port, healthz=healthz, readyz=readyz, registry=registry, routes=routes)
+    server = HealthServer(host, port, healthz=healthz, readyz=readyz, registry=registry, routes=routes, tls=tls,
+                          middlewares=middlewares, port_flag=port_flag)
     await server.start()
     try:
         yield server

@@ -1,0 +1,260 @@
+"""`tessera run --secure-port`: HTTPS with delegated authentication and authorization, as
+kube-scheduler's port 10259 (scheduler/kube/secure_serving.py), against a fake apiserver that
+answers TokenReviews and SubjectAccessReviews."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import ssl
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+import structlog
+from cryptography import x509
+from structlog.testing import capture_logs
+
+from scheduler.cli import build_parser
+from scheduler.kube import run_cli
+from scheduler.kube.controlplane.certs import CertificateAuthority
+from scheduler.kube.http import Response
+from scheduler.kube.metrics import Metrics
+from scheduler.kube.secure_serving import (ACCESS_REVIEWS, TOKEN_REVIEWS, DelegatedAuth, bearer_token, path_allowed,
+                                           tls_context)
+from scheduler.kube.serving import PING, HealthServer, serve
+
+
+
+class FakeReviews:
+    """The apiserver's review endpoints: `users` maps a token to its user, `allowed` says who may
+    get what (user, path, verb); `down` makes every review a transport error."""
+
+    def __init__(self) -> None:
+        self.users: dict[str, dict[str, Any]] = {}
+        self.allowed: set[tuple[str, str, str]] = set()
+        self.reason = ""
+        self.down = False
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+
+    async def request(self, method: str, path: str, *, body: Any = None, timeout: float = 30.0,
+                      limited: bool = True) -> Response:
+        assert (method, limited) == ("POST", False)  # never the scheduling loop's write tokens
+        self.calls.append((path, body))
+        if self.down:
+            raise aiohttp.ClientConnectionError("connection refused")
+        spec = body["spec"]
+        if path == TOKEN_REVIEWS:
+            user = self.users.get(spec["token"])
+            status: dict[str, Any] = {"authenticated": True, "user": user} if user else {"authenticated": False}
+        else:
+            assert path == ACCESS_REVIEWS
+            attributes = spec["nonResourceAttributes"]
+            allowed = (spec["user"], attributes["path"], attributes["verb"]) in self.allowed
+            status = {"allowed": allowed, **({"reason": self.reason} if self.reason and not allowed else {})}
+        return Response(201, json.dumps({**body, "status": status}).encode())
+
+    def of(self, path: str) -> list[dict[str, Any]]:
+        return [body["spec"] for called, body in self.calls if called == path]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def reviews() -> FakeReviews:
+    fake = FakeReviews()
+    fake.users["good"] = {"username": "system:serviceaccount:mon:prometheus", "uid": "u-1",
+                          "groups": ["system:serviceaccounts", "system:serviceaccounts:mon"],
+                          "extra": {"authentication.kubernetes.io/pod-name": ["prom-0"]}}
+    fake.users["other"] = {"username": "system:serviceaccount:mon:other", "uid": "u-2",
+                           "groups": ["system:serviceaccounts", "system:authenticated"]}
+    fake.users["admin"] = {"username": "admin", "groups": ["system:masters"]}
+    fake.allowed.add(("system:serviceaccount:mon:prometheus", "/metrics", "get"))
+    return fake
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+async def base(reviews: FakeReviews, clock: Clock) -> AsyncIterator[str]:
+    auth = DelegatedAuth(reviews, clock=clock)
+    async with serve("127.0.0.1", 0, healthz=[PING], readyz=[PING], registry=Metrics(profiles=["tessera"]).registry,
+                     tls=tls_context(None, None), middlewares=[auth.middleware]) as server:
+        assert server.url.startswith("https://127.0.0.1:")
+        yield server.url
+
+
+async def _get(url: str, token: str | None = None, method: str = "GET") -> tuple[int, str]:
+    headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
+    async with aiohttp.ClientSession() as session:
+        async with session.request(method, url, headers=headers, ssl=False) as response:
+            return response.status, await response.text()
+
+
+def _forbidden(message: str) -> dict[str, Any]:
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
+            "reason": "Forbidden", "details": {}, "code": 403}
+
+
+UNAUTHORIZED = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": "Unauthorized",
+                "reason": "Unauthorized", "code": 401}
+
+
+async def test_anonymous_requests_reach_the_probes_but_not_the_metrics(base: str, reviews: FakeReviews) -> None:
+    assert await _get(f"{base}/healthz") == (200, "ok")
+    assert await _get(f"{base}/readyz?verbose") == (200, "[+]ping ok\nreadyz check passed\n")
+    assert reviews.calls == []  # always-allowed paths: no review
+    for path in ("/metrics", "/configz"):
+        status, body = await _get(base + path)
+        assert (status, json.loads(body)) == (
+            403, _forbidden(f'forbidden: User "system:anonymous" cannot get path "{path}"'))
+    assert reviews.of(ACCESS_REVIEWS)[0] == {"user": "system:anonymous", "groups": ["system:unauthenticated"],
+                                             "nonResourceAttributes": {"path": "/metrics", "verb": "get"}}
+    assert reviews.of(TOKEN_REVIEWS) == []
+
+
+async def test_a_token_the_apiserver_allows_reads_the_metrics(base: str, reviews: FakeReviews) -> None:
+    status, body = await _get(f"{base}/metrics", "good")
+    assert status == 200 and "scheduler_pending_pods" in body
+    assert reviews.of(TOKEN_REVIEWS) == [{"token": "good"}]
+    assert reviews.of(ACCESS_REVIEWS) == [{
+        "user": "system:serviceaccount:mon:prometheus", "uid": "u-1",
+        "groups": ["system:serviceaccounts", "system:serviceaccounts:mon", "system:authenticated"],
+        "extra": {"authentication.kubernetes.io/pod-name": ["prom-0"]},
+        "nonResourceAttributes": {"path": "/metrics", "verb": "get"}}]
+
+
+async def test_a_token_without_the_role_is_forbidden_with_the_reviews_reason(base: str, reviews: FakeReviews) -> None:
+    status, body = await _get(f"{base}/metrics", "other")
+    assert (status, json.loads(body)) == (
+        403, _forbidden('forbidden: User "system:serviceaccount:mon:other" cannot get path "/metrics"'))
+    reviews.reason = "no RBAC policy matched"
+    status, body = await _get(f"{base}/configz", "other")
+    assert json.loads(body)["message"] == \
+        'forbidden: User "system:serviceaccount:mon:other" cannot get path "/configz": no RBAC policy matched'
+    # HEAD is verb "head" for a non-resource path (k8s.io/apiserver RequestInfoFactory), not "get"
+    assert (await _get(f"{base}/metrics", "good", method="HEAD"))[0] == 403
+    assert reviews.of(ACCESS_REVIEWS)[-1]["nonResourceAttributes"] == {"path": "/metrics", "verb": "head"}
+
+
+async def test_a_token_the_apiserver_does_not_authenticate_is_401_on_every_path(base: str, reviews: FakeReviews) -> None:
+    for path in ("/metrics", "/healthz"):  # as upstream: authentication runs before the always-allowed paths
+        status, body = await _get(base + path, "forged")
+        assert (status, json.loads(body)) == (401, UNAUTHORIZED)
+    assert reviews.of(ACCESS_REVIEWS) == []
+    # no token after "Bearer", or another scheme: no token at all, so anonymous
+    assert [bearer_token(h) for h in ("Bearer ", "Basic abc", "bearer t", "Bearer  t", "Bearer t x")] == \
+        [None, None, "t", None, "t"]
+
+
+async def test_system_masters_need_no_access_review(base: str, reviews: FakeReviews) -> None:
+    assert (await _get(f"{base}/metrics", "admin"))[0] == 200
+    assert reviews.of(ACCESS_REVIEWS) == []
+
+
+async def test_answers_are_cached_for_ten_seconds(base: str, reviews: FakeReviews, clock: Clock) -> None:
+    for _ in range(3):
+        assert (await _get(f"{base}/metrics", "good"))[0] == 200
+        assert (await _get(f"{base}/metrics", "forged"))[0] == 401
+        assert (await _get(f"{base}/metrics"))[0] == 403
+    assert len(reviews.of(TOKEN_REVIEWS)) == 2 and len(reviews.of(ACCESS_REVIEWS)) == 2
+    clock.now += 9.9
+    assert (await _get(f"{base}/metrics", "good"))[0] == 200
+    assert len(reviews.calls) == 4
+    clock.now += 0.1
+    reviews.allowed.clear()  # the role was taken away: seen once the cached answer expires
+    assert (await _get(f"{base}/metrics", "good"))[0] == 403
+    assert len(reviews.of(TOKEN_REVIEWS)) == 3 and len(reviews.of(ACCESS_REVIEWS)) == 3
+
+
+async def test_a_review_that_cannot_be_made_is_401_or_500_and_logged_once(base: str, reviews: FakeReviews) -> None:
+    reviews.down = True
+    with capture_logs() as logs:
+        for _ in range(3):
+            assert await _get(f"{base}/metrics?x=1") == (
+                500, 'Internal Server Error: "/metrics?x=1": the SubjectAccessReview failed\n')
+            assert await _get(f"{base}/healthz", "good") == (401, json.dumps(UNAUTHORIZED, separators=(",", ":")) + "\n")
+        assert (await _get(f"{base}/healthz"))[0] == 200  # no review needed: served while the apiserver is down
+        reviews.down = False
+        assert (await _get(f"{base}/metrics", "good"))[0] == 200  # a failure is not cached
+    said = [(entry["event"], entry["review"]) for entry in logs if entry["event"].startswith("serving.review")]
+    assert said == [("serving.review_failed", "subjectaccessreviews"), ("serving.review_failed", "tokenreviews"),
+                    ("serving.review_recovered", "tokenreviews"), ("serving.review_recovered", "subjectaccessreviews")]
+
+
+def test_always_allowed_paths_are_exact_or_a_prefix_with_a_star() -> None:
+    patterns = ["/healthz", "/debug/*"]
+    assert [path_allowed(p, patterns) for p in ("/healthz", "/healthz/", "/debug/pprof", "/debugx", "/metrics")] == \
+        [True, False, True, False, False]
+
+
+async def test_the_self_signed_certificate_is_upstreams_localhost_one() -> None:
+    server = HealthServer("127.0.0.1", 0, healthz=[PING], readyz=[PING], registry=Metrics(profiles=["t"]).registry,
+                          tls=tls_context(None, None))
+    async with server:
+        client = ssl.create_default_context()
+        client.check_hostname, client.verify_mode = False, ssl.CERT_NONE
+        _, writer = await asyncio.open_connection("127.0.0.1", server.port, ssl=client, server_hostname="localhost")
+        der = writer.get_extra_info("ssl_object").getpeercert(binary_form=True)
+        writer.close()
+    assert der is not None
+    cert = x509.load_der_x509_certificate(der)
+    subject = cert.subject.rfc4514_string()
+    assert subject.startswith("CN=localhost@") and cert.issuer.rfc4514_string() == \
+        subject.replace("CN=localhost@", "CN=localhost-ca@")
+    names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert names.get_values_for_type(x509.DNSName) == ["localhost"]
+    assert [str(ip) for ip in names.get_values_for_type(x509.IPAddress)] == ["127.0.0.1"]
+
+
+def test_secure_port_and_port_are_one_or_the_other(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        build_parser("run").parse_args(["run", "--port", "10251", "--secure-port", "0"])
+    assert "argument --secure-port: not allowed with argument --port" in capsys.readouterr().err
+    args = build_parser("run").parse_args(["run", "--secure-port", "10259"])
+    assert (args.secure_port, args.authorization_always_allow_paths) == (10259, ["/healthz", "/readyz", "/livez"])
+    assert build_parser("run").parse_args(["run"]).secure_port is None
+
+
+@pytest.mark.parametrize(("flags", "error"), [
+    (["--tls-cert-file", "c.pem", "--tls-private-key-file", "k.pem"],
+     "--tls-cert-file and --tls-private-key-file need --secure-port"),
+    (["--secure-port", "0", "--tls-cert-file", "c.pem"], "--tls-cert-file and --tls-private-key-file go together"),
+])
+def test_tls_flags_need_the_secure_port_and_each_other(flags: list[str], error: str,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    args: argparse.Namespace = build_parser("run").parse_args(["run", *flags])
+    try:
+        assert run_cli.run(args) == 2
+    finally:
+        structlog.reset_defaults()  # run() configured logging before it refused
+    assert capsys.readouterr().err == f"tessera run: error: {error}\n"
+
+
+def test_tls_files_that_cannot_be_used_are_one_line_and_exit_1(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    pair = CertificateAuthority.generate().issue_serving()
+    cert, _ = pair.write(tmp_path, "tls")
+    other_key = CertificateAuthority.generate().as_key_pair().write(tmp_path, "other")[1]
+    assert tls_context(str(cert), str(tmp_path / "tls.key")).minimum_version == ssl.TLSVersion.TLSv1_2
+    for key in (tmp_path / "missing.key", other_key):
+        args = build_parser("run").parse_args(["run", "--secure-port", "0", "--tls-cert-file", str(cert),
+                                               "--tls-private-key-file", str(key)])
+        try:
+            assert run_cli.run(args) == 1
+        finally:
+            structlog.reset_defaults()
+        error = capsys.readouterr().err
+        assert error.startswith("tessera: cannot serve with TLS: ") and error.count("\n") == 1, error
