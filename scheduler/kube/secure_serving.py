@@ -55,6 +55,7 @@ from aiohttp import web
 
 from scheduler.kube.http import Response
 from scheduler.kube.serving import _HEADERS
+from scheduler.quoted import go_quote
 
 log = structlog.get_logger("tessera.serving")
 
@@ -148,15 +149,10 @@ def unauthorized() -> web.Response:
 def forbidden(user: str, verb: str, path: str, reason: str) -> web.Response:
     """`responsewriters.Forbidden` for a non-resource path: apierrors.NewForbidden with an empty
     group and resource, so `forbidden: <message>` and empty details."""
-    message = f"User {_go_quote(user)} cannot {verb} path {_go_quote(path)}".translate(_SANITIZE)
+    message = f"User {go_quote(user)} cannot {verb} path {go_quote(path)}".translate(_SANITIZE)
     if reason:
         message = f"{message}: {reason}"
     return _status(403, "Forbidden", f"forbidden: {message}", details={})
-
-
-def _go_quote(text: str) -> str:
-    """Go's %q (printable text as JSON writes it; control characters escaped either way)."""
-    return orjson.dumps(text).decode()
 
 
 class _Cache:
@@ -213,7 +209,7 @@ class DelegatedAuth:
         try:
             allowed, reason = await self.authorize(user, request.path, verb)
         except ReviewFailed:
-            uri = _go_quote(request.path_qs).translate(_SANITIZE)
+            uri = go_quote(request.path_qs).translate(_SANITIZE)
             return web.Response(status=500, text=f"Internal Server Error: {uri}: the SubjectAccessReview failed\n",
                                 headers=_HEADERS)
         if not allowed:

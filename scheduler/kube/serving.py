@@ -52,6 +52,8 @@ from aiohttp.typedefs import Middleware
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
+from scheduler.quoted import go_quote
+
 log = structlog.get_logger("tessera.serving")
 
 DEFAULT_HOST = "127.0.0.1"
@@ -245,7 +247,7 @@ class HealthServer:
                 lines.append(f"[-]{name} failed: reason withheld")
                 failures.append(f"[-]{name} failed: {reason}")
         if unknown:
-            quoted = ",".join(_go_quoted(name) for name in sorted(unknown))
+            quoted = ",".join(go_quote(name) for name in sorted(unknown))
             lines.append(f"warn: some health checks cannot be excluded: no matches for {quoted}")
         self._log_change(probe, failures)
         if failures:
@@ -301,9 +303,3 @@ def _run(name: str, check: Callable[[], str | None]) -> str | None:
     except Exception:  # noqa: BLE001
         log.exception("serving.check_raised", check=name)
         return "the check raised an error"
-
-
-def _go_quoted(name: str) -> str:
-    """Go's %q, which upstream's warning quotes names with (the same for printable names; control
-    characters are escaped either way, never echoed raw)."""
-    return json.dumps(name, ensure_ascii=False)
