@@ -141,3 +141,21 @@ def test_a_gpu_is_told_the_first_reason_that_applies() -> None:
     assert replace(gpu, healthy=True, unschedulable=False).unschedulable_because == DUPLICATE_DEVICE
     free = replace(gpu, healthy=True, unschedulable=False, duplicate=False)
     assert free.unschedulable_because == "" and free.schedulable
+
+
+def test_a_slice_goes_on_a_used_gpu_when_the_count_has_no_gpu_left_to_make_busy() -> None:
+    """Node n counts 2 GPUs: GPU 0 (16Gi) has a 10Gi slice, GPU 1 (4Gi) is idle, and a plain
+    `nvidia.com/gpu: 1` pod takes the count's other GPU. A 2Gi slice fits on GPU 0 beside the
+    slice it has, which costs the count nothing; best fit (2Gi left on GPU 1, 4Gi on GPU 0) chose
+    GPU 1, one GPU more in use than the count has, and the pod read 'Insufficient' on the only
+    node it fits on."""
+    devices = [b.device("n", 0, memory="16Gi"), b.device("n", 1, memory="4Gi")]
+    plain = b.pod("plain", limits={"nvidia.com/gpu": 1}, node_name="n", phase="Running")
+    core = _core([*_classes(), b.node("n", gpus=2), *devices, _holder("a", devices[0], 10), plain,
+                  b.pod("z", limits={SHARED: 2})])
+    attempts = core.schedule_next(0.0)
+    assert attempts is not None
+    [attempt] = attempts
+    assert attempt.node == "n", attempt.message
+    [(device, amount, _, _)] = core.state.placements[attempt.pod.uid].grants
+    assert (device, amount) == (devices[0]["metadata"]["name"], 2 * GI)

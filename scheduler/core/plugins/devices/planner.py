@@ -23,7 +23,8 @@ the plan is kept for Reserve and for scoring. Choice rules:
   already, the slice costs nothing more; never on one a container running beside it has whole;
 - a device with any shared use is not free for exclusive use, and vice versa;
 - on nodes that advertise the device resourceName (e.g. `nvidia.com/gpu: 4`), plain count requests
-  and class-assigned devices share that count, so neither can oversubscribe the other — counted
+  and class-assigned devices share that count, so neither can oversubscribe the other (a slice
+  takes no free GPU the count has no room for: a GPU in use may still take it) — counted
   with the nominated preemptors' holds and without them (`count_short`): a slice beside a hold's
   slice puts a GPU in use now that the hold only keeps for after its victims are gone, and a
   slice beside pods that are all leaving keeps their GPU in use after they are gone, where the
@@ -204,6 +205,7 @@ class DevicePlanner:
         # take a device the larger one no longer fits beside it, and the pod would hold both
         # for its whole life (more than PodRequests counts: room stranded)
         choices = [self.state.class_devices(info, req.cls.name) for req in requests]
+        rooms = self.state.count_room(info)
         order = sorted(range(len(requests)), key=lambda i: _plan_order(requests[i], len(choices[i])))
         for index in order:
             req, candidates = requests[index], choices[index]
@@ -267,6 +269,10 @@ class DevicePlanner:
                         # costs nothing more, and its room is no other pod's
                         fitting.append(((0, 0, 0, others(device), device.name), device))
                         continue
+                    if device.name not in sliced and not _busy(device_use) and count_short(
+                            info, device.resource_name, newly_busy.get(device.resource_name, 0) + 1,
+                            held_busy.get(device.resource_name, 0), rooms.get(device.resource_name)):
+                        continue  # one GPU more in use than the count has: a used GPU may still take the slice
                     cost = _count_cost(device_use, ledger.held_only, vacating) \
                         if holds_here and device.name not in sliced else 0
                     fitting.append(((after - before, cost, left, others(device), device.name), device))
@@ -299,7 +305,6 @@ class DevicePlanner:
         devices = self.state.devices
         resources = frozenset(devices[name].resource_name for by_resource in grants.values()
                               for chosen_grants in by_resource.values() for name, *_ in chosen_grants)
-        rooms = self.state.count_room(info)
         for resource in resources | newly_busy.keys() | held_busy.keys():
             kept = kept_on.get(resource, 0)
             if count_short(info, resource, newly_busy.get(resource, 0), held_busy.get(resource, 0),
