@@ -15,7 +15,7 @@ import pytest
 from scheduler.core import annotations as ann
 from scheduler.core.framework.cycle_state import prepare
 from scheduler.core.objects import CORDONED_DEVICE, DUPLICATE_DEVICE, UNHEALTHY_DEVICE, parse_device, parse_pod
-from scheduler.core.plugins.devices.planner import HELD_WHOLE, DevicePlanner, slice_rooms
+from scheduler.core.plugins.devices.planner import HELD_WHOLE, DevicePlanner, count_short, slice_rooms
 from scheduler.core.scheduler import Scheduler
 from scheduler.kubectl import explain as explaining
 from scheduler.sim import builders as b
@@ -159,3 +159,35 @@ def test_a_slice_goes_on_a_used_gpu_when_the_count_has_no_gpu_left_to_make_busy(
     assert attempt.node == "n", attempt.message
     [(device, amount, _, _)] = core.state.placements[attempt.pod.uid].grants
     assert (device, amount) == (devices[0]["metadata"]["name"], 2 * GI)
+
+
+def test_the_planner_grants_a_slice_exactly_when_a_gpu_with_room_is_one_the_count_allows() -> None:
+    """Differential under count pressure: random nodes as above whose `nvidia.com/gpu` count is
+    cut to 1..their GPUs and carries up to two plain `nvidia.com/gpu: 1` pods. A one-container slice
+    is planned exactly when some GPU has room for it (`slice_rooms`) and either is in use already
+    or the count can make it busy (`count_short`); best fit alone took idle GPUs the count could not
+    (2 of these 400 nodes: few have GPUs of two sizes under a count with none to spare)."""
+    for seed in range(400):
+        _check_under_count(seed)
+
+
+def _check_under_count(seed: int) -> None:
+    rng = random.Random(seed)
+    objects = _random_node(rng)
+    node = next(obj for obj in objects if obj["kind"] == "Node")
+    gpus = int(node["status"]["allocatable"]["nvidia.com/gpu"])
+    node["status"]["allocatable"]["nvidia.com/gpu"] = str(rng.randint(1, gpus))
+    plain = [b.pod(f"plain{i}", limits={"nvidia.com/gpu": 1}, node_name="n", phase="Running")
+             for i in range(rng.randint(0, 2))]
+    core = _core([*objects, *plain])
+    state = core.state
+    info = state.nodes["n"]
+    counts = state.count_room(info)
+    planner = DevicePlanner(state)
+    for units in range(1, 18):
+        allowed = any(not isinstance(room, str) and room >= units * GI and not count_short(
+            info, state.devices[name].resource_name, 0 if name in state.ledger.use and state.ledger.use[name].busy else 1,
+            0, counts.get(state.devices[name].resource_name)) for name, room in _rooms(core).items())
+        plan = planner.plan(prepare(parse_pod(b.pod(f"p{units}", limits={SHARED: units})), state.classes).device_requests,
+                            info)
+        assert (not isinstance(plan, str)) == allowed, (seed, units, plan)
