@@ -4,7 +4,9 @@ A gang's room check asks the filters once per distinct form of its members
 (`Handle.usable_rows`, `ProfileRuntime.applicable_form`), so a plugin whose form leaves out something its filter reads lets
 one member's rows stand for another's (a rack the gang fits in refused, c760db3). On random
 nodes (zones, racks, taints, cordons, GPUs) carrying random running or nominated pods (labels,
-namespaces, required anti-affinity, host ports), random pending pods drawn from small pools, so that their
+namespaces, required anti-affinity, host ports), random pending pods drawn from small pools (anti-affinity
+terms of other or all namespaces, affinity to themselves, spread constraints with inclusion
+policies, minDomains or matchLabelKeys), so that their
 forms often coincide while their labels, annotations and names differ: two pods of equal
 forms have equal `usable_rows`, and two pods a plugin gives equal forms (both applying)
 get that plugin's verdict alike on every node."""
@@ -60,7 +62,9 @@ FIELDS = {"namespace": st.sampled_from(["default", "other"]), "app": st.sampled_
           "selector": st.booleans(), "rack": st.booleans(), "tolerate": st.sampled_from([None, "dedicated", "cordon"]),
           "gpus": st.sampled_from([0, 1, 2]), "port": st.sampled_from([None, 8080, 8081]),
           "anti": st.sampled_from([None, "x"]), "affinity": st.sampled_from([None, "y"]),
-          "spread": st.sampled_from([None, "x"]), "klass": st.integers(0, 2)}
+          "spread": st.sampled_from([None, "x"]), "klass": st.integers(0, 2),
+          "policy": st.sampled_from([None, "Honor-taints", "Ignore-affinity", "minDomains", "app", INDEX]),
+          "anti_namespaces": st.sampled_from([None, "other", "all"]), "self_affinity": st.booleans()}
 
 
 @st.composite
@@ -87,9 +91,15 @@ def _pending(i: int, p: dict[str, Any]) -> dict[str, Any]:
         affinity["nodeAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
             {"matchExpressions": [{"key": RACK, "operator": "In", "values": ["r1"]}]}]}}
     if p["anti"]:
-        affinity["podAntiAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [_term(p["anti"], HOST)]}
-    if p["affinity"]:
-        affinity["podAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [_term(p["affinity"], ZONE)]}
+        anti = _term(p["anti"], HOST)
+        if p["anti_namespaces"] == "other":
+            anti["namespaces"] = ["other"]
+        elif p["anti_namespaces"] == "all":
+            anti["namespaceSelector"] = {}
+        affinity["podAntiAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [anti]}
+    affine = ([_term(p["affinity"], ZONE)] if p["affinity"] else []) + ([_term("x", RACK)] if p["self_affinity"] else [])
+    if affine:
+        affinity["podAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": affine}
     if affinity:
         spec["affinity"] = affinity
     if p["tolerate"] == "dedicated":
@@ -97,8 +107,17 @@ def _pending(i: int, p: dict[str, Any]) -> dict[str, Any]:
     elif p["tolerate"] == "cordon":
         spec["tolerations"] = [{"key": "node.kubernetes.io/unschedulable", "operator": "Exists"}]
     if p["spread"]:
-        spec["topologySpreadConstraints"] = [{"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule",
-                                              "labelSelector": {"matchLabels": {"app": p["spread"]}}}]
+        spread: dict[str, Any] = {"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule",
+                                  "labelSelector": {"matchLabels": {"app": p["spread"]}}}
+        policy = p["policy"]
+        if policy in ("Honor-taints", "Ignore-affinity"):
+            field, value = ("nodeTaintsPolicy", "Honor") if policy == "Honor-taints" else ("nodeAffinityPolicy", "Ignore")
+            spread[field] = value
+        elif policy == "minDomains":
+            spread["minDomains"] = 3
+        elif policy:
+            spread["matchLabelKeys"] = [policy]
+        spec["topologySpreadConstraints"] = [spread]
     requests = {"cpu": "1", **({"nvidia.com/gpu": p["gpus"]} if p["gpus"] else {}), **({GPU_CLASS: p["klass"]} if p["klass"] else {})}
     containers = [{"name": "c", "resources": {"requests": requests, "limits": {k: v for k, v in requests.items() if k != "cpu"}},
                    **({"ports": [{"containerPort": 80, "hostPort": p["port"]}]} if p["port"] else {})}]
@@ -181,6 +200,12 @@ BROKEN: dict[str, tuple[type[FilterPlugin], Callable[[Any, PodContext], Hashable
         ctx.pod.meta.namespace, ctx.pod.affinity, ctx.pod.anti_affinity,
         _matching((*self._placed_anti_terms(), *(t for uid in self.handle.state.holds
                                                  for t in self.handle.state.pods[uid].anti_affinity)), ctx))),
+    "InterPodAffinity-namespaces": (InterPodAffinity, lambda self, ctx: (
+        ctx.pod.meta.namespace, tuple((t.selector, t.topology_key) for t in ctx.pod.affinity),
+        tuple((t.selector, t.topology_key) for t in ctx.pod.anti_affinity),
+        all(t.matches(ctx.pod.meta.namespace, ctx.pod.meta.labels) for t in ctx.pod.affinity),
+        _matching((*self._placed_anti_terms(), *(t for uid in self.handle.state.holds
+                                                 for t in self.handle.state.pods[uid].anti_affinity)), ctx))),
     "PodTopologySpread": (PodTopologySpread, lambda self, ctx: signature(ctx.pod, ctx.pod.spread)),
     "NodeAffinity": (NodeAffinity, lambda self, ctx: ctx.pod.required_terms),
     "TaintToleration": (TaintToleration, lambda self, ctx: None),
@@ -195,7 +220,8 @@ BROKEN: dict[str, tuple[type[FilterPlugin], Callable[[Any, PodContext], Hashable
 def test_a_form_leaving_out_what_its_filter_reads_is_caught(broken: str) -> None:
     """The property above is what makes the key exact: with a plugin's form leaving out one
     thing its filter reads (InterPodAffinity: which anti-affinity terms of the running or the
-    nominated pods select the pod, or whether it matches its own affinity terms), random cases
+    nominated pods select the pod, whether it matches its own affinity terms, or the namespaces its
+    terms look in), random cases
     find two pods of equal forms whose verdicts differ (searched without shrinking: the first
     found is proof enough)."""
     plugin, form = BROKEN[broken]
