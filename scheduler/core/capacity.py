@@ -372,10 +372,13 @@ def class_free(state: ClusterState, info: NodeInfo, cls: ResourceClass, own: Set
     nominated pod: a nominated preemptor's hold uses nothing here): its matching schedulable
     devices no other real holder uses, no more per device resourceName than the node's count of
     it leaves beside the others' use (`_offers`' limit, the planner's); of a sharing class, the
-    slices the devices no other real holder holds whole have room for beside the others' slices."""
+    slices the devices no other real holder holds whole have room for beside the others' slices,
+    those of devices no other real holder uses only on as many of them as that count leaves (the
+    planner's: a slice there makes one more GPU busy; the fullest-roomed first)."""
     ledger = state.ledger
     sharing = cls.sharing
     free: Counter[str] = Counter()
+    unused: dict[str, list[int]] = {}  # of a sharing class, per resource: the slices of each GPU the group alone uses
     for device in state.class_devices(info, cls.name):
         use = ledger.use.get(device.name)
         whole, sliced = ledger.holders(use) if use is not None else (set(), set())
@@ -393,19 +396,25 @@ def class_free(state: ClusterState, info: NodeInfo, cls: ResourceClass, own: Set
             for uid in use.shared.keys() - (sliced - own):  # the group's own slices and the holds'
                 held = ledger.by_dimension(use.shared[uid])
                 used -= held.get(sharing.dimension, 0) + held.get("", 0)
-        free[device.resource_name] += max(0, int((capacity - used) // sharing.unit))
-    if sharing is not None:
-        return sum(free.values())
+        slices = max(0, int((capacity - used) // sharing.unit))
+        if sliced - own:
+            free[device.resource_name] += slices  # in use by another pod: a slice costs the count nothing
+        else:
+            unused.setdefault(device.resource_name, []).append(slices)
     assert info.node is not None
     allocatable = info.node.allocatable
+
+    def count_left(resource: str) -> int:
+        """The node's count of it less what others use: the group's own plain requests and devices are free."""
+        return max(0, allocatable[resource] - info.real_used(resource) + own_used(state, info, own, resource))
+
+    if sharing is not None:
+        return sum(free.values()) + sum(
+            sum(sorted(slices, reverse=True)[: count_left(resource) if resource in allocatable else len(slices)])
+            for resource, slices in unused.items())
     room = 0
     for resource, count in free.items():
-        if resource not in allocatable:
-            room += count
-            continue
-        # the node's count of it less what others use: the group's own plain requests and devices are free
-        room += max(0, min(count, allocatable[resource] - info.real_used(resource)
-                           + own_used(state, info, own, resource)))
+        room += min(count, count_left(resource)) if resource in allocatable else count
     return room
 
 

@@ -641,3 +641,20 @@ def test_min_resources_of_a_class_do_not_count_nominated_pods_holds_as_used(reso
     pod = core.state.pod_by_key("default/mid-0")
     assert resource_gap(core.state, pod, {resource: 6}, 1) is None
     assert resource_gap(core.state, pod, {resource: 7}, 1) == f"resource gap: map[{resource}:1]"
+
+
+@pytest.mark.parametrize(("count", "free"), [(2, 3), (3, 7)])
+def test_a_sharing_class_counts_no_slices_of_a_free_gpu_the_nodes_count_cannot_make_busy(count: int,
+                                                                                       free: int) -> None:
+    """n1's 3 V100s (4 slices of 8Gi each): one has another pod's slice, and a plain
+    `nvidia.com/gpu: 1` pod takes one more of the node's count. Allocating 2, the count has no GPU
+    left to make busy, so only the used GPU's 3 slices are free (the planner gives none on the free
+    GPUs); allocating 3, one free GPU's 4 more. The whole class already counted so; the sharing
+    class counted all 11, and the gate opened for slices no pod could get."""
+    run = Run(config(BINPACK))
+    run.add(*_both_classes(), b.node("n1", gpus=count), *(b.device("n1", i) for i in range(3)),
+            b.pod("slice", limits={SLICED: 1}), b.pod("plain", limits={"nvidia.com/gpu": 1}))
+    assert run.node_of("slice") == run.node_of("plain") == "n1"
+    member = _waiting_member(run)
+    assert resource_gap(run.state, member, {SLICED: free}, 1) is None
+    assert resource_gap(run.state, member, {SLICED: free + 1}, 1) == f"resource gap: map[{SLICED}:1]"
