@@ -140,10 +140,22 @@ def pod_requests(
     one byte, not two. `init_containers` pairs each request map with "is a sidecar"; `pod_level`:
     the pod-level requests (only resources `is_pod_level` accepts), which replace the
     containers' total for what they name."""
+    total = exact_pod_requests(containers, init_containers, overhead, pod_level)
+    return {name: math.ceil(amount) for name, amount in total.items() if amount != 0}
+
+
+def exact_pod_requests(
+    containers: Iterable[Mapping[str, Amount]],
+    init_containers: Iterable[tuple[Mapping[str, Amount], bool]],
+    overhead: Mapping[str, Amount],
+    pod_level: Mapping[str, Amount] | None = None,
+) -> ExactResources:
+    """`pod_requests` before rounding: upstream PodRequests itself, which ResourceQuota admission
+    charges exactly (`kubectl.quota`)."""
     total = aggregate_container_requests(containers, init_containers)
     total.update(pod_level or {})
     add_into(total, overhead)
-    return {name: math.ceil(amount) for name, amount in total.items() if amount != 0}
+    return total
 
 
 def with_scoring_defaults(requests: Mapping[str, Amount], defaults: Iterable[str] = (CPU, MEMORY)) -> ExactResources:

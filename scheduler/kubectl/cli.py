@@ -26,12 +26,12 @@ from scheduler.build_info import add_version_option
 from scheduler.closed_pipe import reader_gone
 from scheduler.first_few import first_few
 from scheduler.kube.http import (TRANSPORT_ERRORS, ConnectError, ContextNotFound, Impersonation, KubeconfigError,
-                                 KubeHttp, check_apiserver, connect, rejected)
+                                 KubeHttp, Response, check_apiserver, connect, rejected)
 from scheduler.kube.informers import PODS, PRIORITY_CLASSES, SCHEDULER_KINDS, ResourceKind
-from scheduler.kube.snapshot import ClusterListing, ListError, list_cluster, pod_events
+from scheduler.kube.snapshot import ClusterListing, ListError, list_cluster, list_kind, namespaced_path, pod_events
 from scheduler.kubectl import explain as explaining
 from scheduler.kubectl import explain_group as explaining_group
-from scheduler.kubectl import probe_pods, rollback, whatif
+from scheduler.kubectl import probe_pods, quota, rollback, whatif
 from scheduler.kubectl.installed import DEFAULT_NAMESPACE, ChosenConfig, installed_config
 from scheduler.kubectl.leadership import UNKNOWN, Leadership, config_drift, leadership
 from scheduler.kubectl.other_profile import pending_left_out
@@ -452,9 +452,10 @@ async def _what_if(args: argparse.Namespace, target: Target) -> int:
                                    "delete the existing object, give the file's objects other names, or pass "
                                    f"--rename to place copies of them named NAME{probe_pods.RENAME_SUFFIX}"
                                    + _scaling_hint(workloads))
+            refused = await _quota_refusals(http, probes)
             result = whatif.what_if([*listing.objects, *probes], chosen.config, now,
                                     only=probe_pods.probe_keys(probes), from_file=from_file, unread=listing.unread,
-                                    scheduler_namespace=args.scheduler_namespace)
+                                    scheduler_namespace=args.scheduler_namespace, refused=refused)
         else:
             namespace = None if args.all_namespaces or args.namespace is None else target.namespace
             result = whatif.what_if(listing.objects, chosen.config, now, namespace, unread=listing.unread,
@@ -477,6 +478,35 @@ async def _rollback_check(args: argparse.Namespace, target: Target) -> int:
     result = rollback.check(listing.objects)
     _print(rollback.as_dict(result), lambda: rollback.render(result), args.output)
     return 0 if result.safe else 1
+
+
+async def _quota_refusals(http: KubeHttp, probes: Sequence[dict[str, Any]]) -> list[quota.Refusal]:
+    """The file's pods the ResourceQuotas of their namespaces would refuse (`quota.admit`). A
+    namespace whose quotas cannot be listed is said on stderr in one line and taken as admitting
+    them, as what-if takes a workload it cannot look up as absent; a 404 (no such list: a fake
+    or partial API) as having none."""
+    pods = [probe for probe in probes if probe.get("kind") == "Pod"]
+    found: list[dict[str, Any]] = []
+    for namespace in sorted({str(pod["metadata"]["namespace"]) for pod in pods}):
+        listed: list[dict[str, Any]] | Response | str
+        try:
+            listed = await list_kind(http, quota.RESOURCE_QUOTAS, namespaced_path(quota.RESOURCE_QUOTAS, namespace))
+        except (*TRANSPORT_ERRORS, ValueError) as err:
+            listed = describe_error(err)
+        if isinstance(listed, list):
+            found += listed
+            continue
+        if isinstance(listed, Response) and listed.status == 404:
+            continue
+        why = listed if isinstance(listed, str) else (
+            f"denied (HTTP 403): needs list on resourcequotas in namespace {namespace} (the built-in view, edit "
+            "and admin roles grant it)" if listed.status == 403 else f"HTTP {listed.status}")
+        print(f"warning: cannot tell whether the ResourceQuotas of namespace {namespace} admit the file's pods: "
+              f"{why}; placed as if they do", file=sys.stderr)
+    refusals, warnings = quota.admit(pods, found)
+    for warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    return refusals
 
 
 # workload GETs of what-if -f in flight at once (a file of 200 Jobs: 200 GETs, one after another before)

@@ -20,6 +20,7 @@ from scheduler.api.config_model import SchedulerConfig
 from scheduler.api.quantity import format_quantity
 from scheduler.core import annotations as ann
 from scheduler.core.framework.attempt import Attempt
+from scheduler.core.objects import gang_name
 from scheduler.core.plugins.preemption.victims import listed_all
 from scheduler.core.scheduler import Scheduler
 from scheduler.first_few import first_few
@@ -29,6 +30,7 @@ from scheduler.kubectl.installed import DEFAULT_NAMESPACE
 from scheduler.kubectl.leadership import Leadership
 from scheduler.kubectl.not_read import not_read, volume_note
 from scheduler.kubectl.other_profile import hint, lacks, no_longer_leads, terms
+from scheduler.kubectl.quota import QUOTA_REFUSED, Refusal
 from scheduler.kubectl.unread import cannot_tell, devices_unread, offered
 from scheduler.sim.replay import Replay, WatchEvent
 from scheduler.sim.snapshot import replay_order
@@ -55,6 +57,8 @@ class Outcome:
     scored: tuple[NodeScore, ...] = ()
     # no verdict: `message` says which kind it depends on could not be read (`unread.cannot_tell`)
     unknown: bool = False
+    # never created: the apiserver's ResourceQuota admission would refuse it (`message` says why: `quota.admit`)
+    refused: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,16 +104,25 @@ class WhatIf:
     def unknown(self) -> int:
         return sum(1 for outcome in self.outcomes if outcome.unknown)
 
+    @property
+    def refused(self) -> int:
+        return sum(1 for outcome in self.outcomes if outcome.refused)
+
 
 def what_if(objects: Sequence[dict[str, Any]], config: SchedulerConfig, now: float,
             namespace: str | None = None, only: frozenset[str] | None = None, from_file: str = "",
-            unread: Mapping[str, Unread] | None = None, scheduler_namespace: str = DEFAULT_NAMESPACE) -> WhatIf:
+            unread: Mapping[str, Unread] | None = None, scheduler_namespace: str = DEFAULT_NAMESPACE,
+            refused: Sequence[Refusal] = ()) -> WhatIf:
     """Replay the listed cluster under `config`; outcomes of the pending pods (in `namespace` only,
     when given, or the pods `only` names — `-f FILE`'s: the replay still places every pending pod,
     as the scheduler would). A pod whose outcome depends on a kind in `unread` (the kinds the
     listing could not read) gets none: its RESULT says why (`unread.cannot_tell`); one of `only`
     the scheduler cannot read stays pending, its message `invalid: <why>`. `scheduler_namespace`:
-    where the installed ConfigMap is looked for, named when pods are a profile `config` lacks."""
+    where the installed ConfigMap is looked for, named when pods are a profile `config` lacks.
+    `refused`: the file's pods ResourceQuota admission would refuse (`quota.admit`): never created,
+    so not replayed; each is said, and so is its gang's loss to its members left pending."""
+    refused_keys = {refusal.pod for refusal in refused}
+    objects = [obj for obj in objects if obj.get("kind") != "Pod" or _key(obj) not in refused_keys]
     unknown = devices_unread(unread or {})  # GPUs pods' annotations name: in use as they say, no ghosts
     listed = listed_core(config, objects, now, unknown)  # the cluster now, as `kubectl tessera nodes` reads it
     current = listed.core
@@ -138,6 +151,7 @@ def what_if(objects: Sequence[dict[str, Any]], config: SchedulerConfig, now: flo
         blind = cannot_tell(pod, unread, names) if pod is not None and unread and names is not None else ""
         if blind:  # its verdict would read an unread kind as absent
             found[key] = Outcome(key, "", (), False, (), blind, unknown=True)
+    _refused(found, refused, replay.scheduler)
     outcomes = []
     hidden = 0
     for key, outcome in sorted(found.items(), key=lambda item: _natural(item[0])):
@@ -236,6 +250,34 @@ def _scored(attempt: Attempt, scheduler: Scheduler) -> tuple[NodeScore, ...]:
     return tuple(sorted(node_scores(attempt.scores, weights), key=lambda scored: scored.node != attempt.node))
 
 
+def _key(obj: Mapping[str, Any]) -> str:
+    """A listed object's "ns/name", as outcomes and `Refusal.pod` name a pod (read before the replay parses it)."""
+    meta = obj.get("metadata") or {}
+    return f"{meta.get('namespace')}/{meta.get('name')}"
+
+
+def _refused(found: dict[str, Outcome], refused: Sequence[Refusal], scheduler: Scheduler) -> None:
+    """The refused pods' outcomes (the apiserver's message), and on each member of their gangs
+    left pending, that the gang cannot be whole: a gang a quota cuts short waits for members that
+    are never created (not only "too few fit")."""
+    lost: dict[str, list[str]] = {}
+    for refusal in refused:
+        gang = f"; its gang {refusal.gang} cannot be whole without it" if refusal.gang else ""
+        found[refusal.pod] = Outcome(refusal.pod, "", (), False, (), f"{QUOTA_REFUSED}: {refusal.message}{gang}",
+                                     refused=True)
+        if refusal.gang:
+            lost.setdefault(refusal.gang, []).append(refusal.pod)
+    for key, outcome in found.items():
+        pod = scheduler.state.pod_by_key(key)
+        gang = gang_name(pod.gang.key) if pod is not None and pod.gang is not None else ""
+        if outcome.node or outcome.refused or gang not in lost:
+            continue
+        pods = lost[gang]
+        found[key] = replace(outcome, message=f"{outcome.message}; gang {gang} cannot be whole: the apiserver would "
+                                              f"refuse {len(pods)} of its pods for quota "
+                                              f"({first_few(pods, 3)})")
+
+
 def _never_fits(found: dict[str, Outcome], scheduler: Scheduler) -> None:
     """A pod left pending whose gang the cluster can never hold (or has too few pods to be tried)
     says so after its message, as `kubectl tessera explain` and the PodGroup's Event do (a new
@@ -255,7 +297,7 @@ def _devices(annotations: dict[str, str]) -> tuple[str, ...]:
 
 
 def as_dict(result: WhatIf) -> dict[str, Any]:
-    return {**plain(result), "placed": result.placed, "unknown": result.unknown}
+    return {**plain(result), "placed": result.placed, "unknown": result.unknown, "refused": result.refused}
 
 
 def render(result: WhatIf) -> str:
@@ -286,8 +328,9 @@ def render(result: WhatIf) -> str:
                 verdict += f" (its preemption would evict {listed_all(o.preempts, o.preempt_reasons)})"
         rows.append([o.pod, o.node, ", ".join(o.devices), verdict])
         below.append(_breakdown(o.scored))
-    stay = len(result.outcomes) - result.placed - result.unknown
+    stay = len(result.outcomes) - result.placed - result.unknown - result.refused
     unknown = f", {result.unknown} cannot tell (see RESULT)" if result.unknown else ""
+    unknown += f", {result.refused} would be refused by a ResourceQuota" if result.refused else ""
     which = _pods(len(result.outcomes), result.from_file) + (" (not created)" if result.from_file else "")
     table = [line for row, under in zip(columns(rows).split("\n"), below, strict=True) for line in (row, *under)]
     lines = [*table, "",

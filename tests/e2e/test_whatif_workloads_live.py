@@ -1,7 +1,8 @@
 """`kubectl tessera what-if -f` with workloads, against the real apiserver: the installed
 `kubectl-tessera` reads a file of a gang StatefulSet (with its PodGroup) and a Deployment, as a
 platform user writes them, and places the pods their controllers would create — creating nothing
-(tests/unit/test_whatif_workloads.py has the cases; here the cluster is listed for real)."""
+(tests/unit/test_whatif_workloads.py has the cases; here the cluster is listed for real). Also the
+file's pods a real ResourceQuota refuses, in the words of the apiserver's own dry run."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import yaml
 
 from scheduler.kube.controlplane import LocalControlPlane
 from scheduler.sim import builders as b
-from tests.e2e.live import Kube
+from tests.e2e.live import Kube, eventually
 from tests.e2e.test_kubectl_plugin import _ok, _plugin
 
 
@@ -142,4 +143,76 @@ async def test_what_if_gives_a_file_pod_its_priority_class_as_the_apiserver_does
     finally:
         for name in (high, never):
             await kubectl.call("DELETE", f"{classes}/{name}", ok=(200, 404))
+        await asyncio.to_thread(clean_cluster.remove_fake_gpu_nodes, names)
+
+
+def _gpu_job(name: str, gpus: int, label: str) -> str:
+    return (f"apiVersion: batch/v1\nkind: Job\nmetadata: {{name: {name}}}\nspec:\n  template:\n    spec:\n"
+            f"      schedulerName: tessera\n      restartPolicy: Never\n"
+            f"      nodeSelector: {{tessera.dev/e2e-what-if: {label}}}\n"
+            f"      containers:\n      - {{name: main, image: x, resources: {{limits: {{nvidia.com/gpu: {gpus}}}}}}}\n")
+
+
+async def test_what_if_says_a_pod_the_namespaces_resource_quota_refuses(
+        clean_cluster: LocalControlPlane, kubectl: Kube, namespace: str, tmp_path: Path) -> None:
+    """A multi-tenant trial: a Job asking 4 GPUs in a namespace whose ResourceQuota allows 3 was
+    "placed" while the apiserver refused its pods. what-if reads the quota and says the refusal in
+    the words of the apiserver's own (a server-side dry run of the same pod)."""
+    label = namespace
+    names = await asyncio.to_thread(clean_cluster.add_fake_gpu_nodes, 1, 4, "A100", prefix="quota",
+                                    labels={"tessera.dev/e2e-what-if": label})
+    quotas = f"/api/v1/namespaces/{namespace}/resourcequotas"
+    try:
+        await kubectl.create(quotas, {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "gpus"},
+                                      "spec": {"hard": {"requests.nvidia.com/gpu": "3"}}})
+
+        async def synced() -> bool:  # admission refuses every pod until the controller fills the status
+            status = (await kubectl.call("GET", f"{quotas}/gpus")).json().get("status") or {}
+            return "requests.nvidia.com/gpu" in (status.get("used") or {})
+        await eventually(synced, timeout=60)
+
+        file = tmp_path / "toobig.yaml"
+        file.write_text(_gpu_job("toobig", 4, label))
+        what_if = ("what-if", "--config", "config/binpack.yaml", "-f", str(file), "-n", namespace)
+        status, out, err = await _plugin(clean_cluster, *what_if, "-o", "json")
+        assert (status, err) == (0, ""), err
+        result = orjson.loads(out)
+        [outcome] = result["outcomes"]
+        assert (outcome["pod"], outcome["node"], outcome["refused"], result["refused"]) == (
+            f"{namespace}/toobig-0", "", True, 1), outcome
+        words = outcome["message"].removeprefix("refused by the apiserver (ResourceQuota admission): ")
+        assert words == ("exceeded quota: gpus, requested: requests.nvidia.com/gpu=4, used: requests.nvidia.com/gpu=0, "
+                         "limited: requests.nvidia.com/gpu=3"), outcome["message"]
+        # the apiserver's own refusal of the pod what-if placed, created in a dry run
+        template = yaml.safe_load(file.read_text())["spec"]["template"]
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "toobig-0"}, "spec": template["spec"]}
+        refused = await kubectl.call("POST", f"/api/v1/namespaces/{namespace}/pods?dryRun=All", pod, ok=(403,))
+        assert refused.message() == f'pods "toobig-0" is forbidden: {words}', refused.message()
+
+        # 3 GPUs fit the quota: placed as before
+        file.write_text(_gpu_job("fits", 3, label))
+        [outcome] = orjson.loads(await _ok(clean_cluster, *what_if, "-o", "json"))["outcomes"]
+        assert (outcome["node"], outcome["refused"]) == (names[0], False), outcome
+        assert await kubectl.pods(namespace) == {}  # nothing was created
+
+        # quantities as the apiserver writes them: used (admission's own count of a created pod) in
+        # its binary form, the file's request in its decimal one
+        await kubectl.create(quotas, {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "memory"},
+                                      "spec": {"hard": {"requests.memory": "3Gi"}}})
+
+        async def memory_synced() -> bool:
+            status = (await kubectl.call("GET", f"{quotas}/memory")).json().get("status") or {}
+            return "requests.memory" in (status.get("used") or {})
+        await eventually(memory_synced, timeout=60)
+        await kubectl.create_pod(namespace, {"metadata": {"name": "held"}, "spec": {
+            "schedulerName": "tessera", "nodeSelector": {"tessera.dev/e2e-what-if": f"{label}-none"},
+            "containers": [{"name": "main", "image": "x", "resources": {"requests": {"memory": "2Gi"}}}]}})
+        pod["spec"] = {**pod["spec"], "containers": [{"name": "main", "image": "x",
+                                                      "resources": {"requests": {"memory": "2000M"}}}]}
+        file.write_text(yaml.safe_dump(pod))
+        [outcome] = orjson.loads(await _ok(clean_cluster, *what_if, "-o", "json"))["outcomes"]
+        refused = await kubectl.call("POST", f"/api/v1/namespaces/{namespace}/pods?dryRun=All", pod, ok=(403,))
+        words = outcome["message"].removeprefix("refused by the apiserver (ResourceQuota admission): ")
+        assert refused.message() == f'pods "toobig-0" is forbidden: {words}', (refused.message(), outcome)
+    finally:
         await asyncio.to_thread(clean_cluster.remove_fake_gpu_nodes, names)
