@@ -128,3 +128,20 @@ def _written(quantity: Amount, suffix: str) -> str:
         return f"{milli.numerator}m"
     nano = quantity * 10**9
     return f"{math.ceil(nano)}n"
+
+
+def go_quantity(amount: Fraction, binary: bool) -> str:
+    """Go's `Quantity.String()`: in a binary suffix (BinarySI) when whole and at least 1Ki, plain
+    when no binary suffix divides it; else the largest decimal suffix whose mantissa is whole (4000
+    is 4k, 1.5 is 1500m), finer than nano rounded up to it."""
+    if not amount:
+        return "0"
+    if binary and amount.denominator == 1 and abs(amount) >= 1024:
+        whole = amount.numerator
+        return next((f"{whole // _BINARY[suffix]}{suffix}" for suffix in reversed(_BINARY)
+                     if whole % _BINARY[suffix] == 0), str(whole))
+    for suffix in reversed(_DECIMAL):
+        scaled = amount / _DECIMAL[suffix]
+        if scaled.denominator == 1:
+            return f"{scaled.numerator}{suffix}"
+    return f"{math.ceil(amount * 10**9)}n"

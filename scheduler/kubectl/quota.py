@@ -37,13 +37,12 @@ cache's).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from scheduler.api.quantity import QuantityError, parse_quantity
+from scheduler.api.quantity import QuantityError, go_quantity, parse_quantity
 from scheduler.core.objects import ObjectError, gang_name, parse_pod
 from scheduler.core.resources import (CPU, EPHEMERAL_STORAGE, MEMORY, PODS, add_into, aggregate_container_requests,
                                       exact_pod_requests, is_integer_resource, is_pod_level, pod_level_requests)
@@ -60,9 +59,6 @@ POD_RESOURCES = frozenset({COUNT_PODS, PODS, CPU, MEMORY, EPHEMERAL_STORAGE,
                            *(f"{kind}.{name}" for kind in ("requests", "limits") for name in (CPU, MEMORY,
                                                                                             EPHEMERAL_STORAGE))})
 HUGEPAGES = "hugepages-"
-# Go's Quantity suffixes, largest first: the canonical form is the largest whose mantissa is whole
-_DECIMAL = ((18, "E"), (15, "P"), (12, "T"), (9, "G"), (6, "M"), (3, "k"), (0, ""), (-3, "m"), (-6, "u"), (-9, "n"))
-_BINARY = (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
 
 Usage = dict[str, Fraction]
 Scope = tuple[str, str, tuple[str, ...]]  # (scopeName, operator, values)
@@ -276,22 +272,6 @@ def _amounts(raw: Any, binary: dict[str, bool]) -> dict[str, Fraction]:
 def _is_binary(value: Any) -> bool:
     """A quantity written with a binary suffix (BinarySI): Go's Quantity keeps writing it so."""
     return isinstance(value, str) and value.strip().endswith("i")
-
-
-def go_quantity(amount: Fraction, binary: bool) -> str:
-    """Go's `Quantity.String()`: in a binary suffix (BinarySI) when whole and at least 1Ki, plain
-    when no binary suffix divides it; else the largest decimal suffix whose mantissa is whole (4000
-    is 4k, 1.5 is 1500m), finer than nano rounded up to it."""
-    if not amount:
-        return "0"
-    if binary and amount.denominator == 1 and abs(amount) >= 1024:
-        whole = amount.numerator
-        return next((f"{whole // factor}{suffix}" for suffix, factor in _BINARY if whole % factor == 0), str(whole))
-    for exponent, suffix in _DECIMAL:
-        scaled = amount / Fraction(10) ** exponent
-        if scaled.denominator == 1:
-            return f"{scaled.numerator}{suffix}"
-    return f"{math.ceil(amount * 10**9)}n"
 
 
 def _gang(pod: Mapping[str, Any]) -> str:

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from scheduler.kubectl.quota import admit, go_quantity, pod_usage
+from scheduler.api.quantity import go_quantity
+from scheduler.kubectl.quota import admit, pod_usage
 
 
 def _quota(name: str, hard: dict[str, str], used: dict[str, str] | None = None, namespace: str = "t",
