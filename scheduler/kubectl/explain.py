@@ -549,9 +549,12 @@ def _terminating(state: ClusterState) -> tuple[str, ...]:
 
 
 def _waiting_with(state: ClusterState, pod: Pod) -> frozenset[str]:
-    """The pod and its gang's other pending members: a gang is tried as one."""
+    """The pod and its gang's other pending members: a gang is tried as one. Those held by
+    spec.schedulingGates come too (never tried) so that the dry run's reason names them as the
+    scheduler's does."""
     uids = state.gangs.members.get(pod.gang.key, set()) if pod.gang is not None else set()
-    return frozenset({pod.key} | {state.pods[uid].key for uid in uids if uid in state.pending and uid in state.pods})
+    return frozenset({pod.key} | {state.pods[uid].key for uid in uids
+                                  if (uid in state.pending or uid in state.gated) and uid in state.pods})
 
 
 def _nominated_before(state: ClusterState, pod: Pod) -> frozenset[str]:
@@ -839,8 +842,8 @@ def render(x: Explanation, now: float) -> str:
         g = x.gang
         minimum = "its PodGroup is not known" if g.minimum is None else f"min {g.minimum}"
         gang = (f"{g.gang}: {g.members} member{'' if g.members == 1 else 's'} ({minimum}), {g.placed} placed, "
-                + (f"{g.leaving} leaving, " if g.leaving else "") + f"{g.pending} waiting; "
-                f"phase {g.phase}" + (f"; {g.message}" if g.message else ""))
+                + (f"{g.leaving} leaving, " if g.leaving else "") + f"{g.pending - g.gated} waiting"
+                + (f", {g.gated} gated" if g.gated else "") + f"; phase {g.phase}" + (f"; {g.message}" if g.message else ""))
     profile = ("" if x.ours else " (a Tessera profile the configuration does not have)" if x.other_profile
                else " (not a Tessera profile)")
     fields = [("Pod:", x.pod), ("Scheduler:", x.scheduler + profile),

@@ -857,7 +857,7 @@ def gang_view(state: ClusterState, key: str, held: frozenset[str] = frozenset(),
     tried = [pod for pod in waiting if pod.uid not in state.gated]
     reason = waiting_message(state, tried[0]) if tried else GATES_MESSAGE if waiting else None
     return m.GangView(gang_name(key), minimum, len(members), len(on_node) - leaving, leaving, len(waiting), phase,
-                      reason or message)
+                      reason or message, len(waiting) - len(tried))
 
 
 def _summary(nodes: Sequence[m.NodeView], counts: Mapping[tuple[str, str], int], tainted: frozenset[str]) -> m.Summary:

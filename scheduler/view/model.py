@@ -190,9 +190,10 @@ class GangView:
     members: int  # live (non-terminal) members
     placed: int  # on a node and staying
     leaving: int  # on a node but deleted or a preemption's victim: no longer counted toward the minimum
-    pending: int
+    pending: int  # waiting for a node, those held by spec.schedulingGates included
     phase: str  # the PodGroup status phase (Pending, Scheduling, Scheduled, Running, ...)
     message: str = ""
+    gated: int = 0  # of `pending`, held by spec.schedulingGates: never tried, not counted toward the minimum
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,10 +40,12 @@ from scheduler.core.framework.interface import GangView, GroupPlugin, PreEnqueue
 from scheduler.core.objects import (PLUGINS_API, PODGROUP_API_VERSIONS, WORKLOAD_API, Pod, PodGroup,
                                     gang_key_parts, gang_name)
 from scheduler.core.state import ClusterEvent, ClusterState, EventKind, Notice
+from scheduler.first_few import first_few
 
 NAME = "Coscheduling"
 ARGS_FIELDS = ("permitWaitingTimeSeconds", "podGroupBackoffSeconds")
 ARGS_IGNORED = ("podGroupRejectPercentage",)
+_GATED_SHOWN = 3  # gated members named in a reason, the rest counted
 
 
 class CoschedulingArgs(BaseModel):
@@ -149,8 +151,22 @@ def short_message(state: ClusterState, pod: Pod) -> str | None:
             return "waiting for minCount pods from a gang to appear in scheduling queue"
         # scheduler-plugins' words exactly (core.go PreFilter: the pod's name, not its namespace)
         return (f"pre-filter pod {pod.meta.name} cannot find enough sibling pods, "
-                f"current pods number: {members}, minMember of group: {minimum}")
+                f"current pods number: {members}, minMember of group: {minimum}{gated_clause(state, key)}")
     return None
+
+
+def gated_clause(state: ClusterState, key: str) -> str:
+    """Tessera's clause naming the group's members held by spec.schedulingGates ("" for none).
+    They exist but are never tried, so they do not count toward the minimum; upstream's PreFilter
+    counts every labelled pod (gated ones too) and would then wait at Permit for a member that is
+    never tried. Without the clause the count read as if a member were missing (Kueue ungates a
+    gang in batches: "current pods number: 2" of 3 pods that exist)."""
+    gated = sorted(state.pods[uid].meta.name for uid in state.gangs.members.get(key, set()) & state.gated
+                   if uid in state.pods)
+    if not gated:
+        return ""
+    return (f"; {len(gated)} more {'is' if len(gated) == 1 else 'are'} gated (spec.schedulingGates): "
+            f"{first_few(gated, _GATED_SHOWN)}")
 
 
 def min_resources_gap(state: ClusterState, pod: Pod) -> str | None:
