@@ -209,10 +209,12 @@ def _warning(unread: Unread) -> str:
     return f"{unread.name}: cannot be read: {unread.why}; {without}"
 
 
-async def pod_events(http: KubeHttp, namespace: str, name: str, uid: str = "") -> list[dict[str, Any]] | str:
-    """The pod's Events (events.k8s.io/v1), oldest first; or why they cannot be read (one line).
-    Denied there (the built-in `view`/`edit` roles grant only the core API's Events), the core
-    API's Events of the pod are read instead, in events.k8s.io's field names."""
+async def object_events(http: KubeHttp, namespace: str, name: str, uid: str = "",
+                        kind: str = "Pod") -> list[dict[str, Any]] | str:
+    """The Events (events.k8s.io/v1) of the `kind` object (a pod, or the Job `explain job/NAME`
+    reads), oldest first; or why they cannot be read (one line). Denied there (the built-in
+    `view`/`edit` roles grant only the core API's Events), the core API's Events of the object
+    are read instead, in events.k8s.io's field names."""
     path = EVENTS.format(namespace=quote(namespace, safe=""))
     items: list[Any]
     try:
@@ -233,7 +235,7 @@ async def pod_events(http: KubeHttp, namespace: str, name: str, uid: str = "") -
     except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as err:  # the explanation is shown without them
         return describe_error(err) if not isinstance(err, TimeoutError) else "no answer in time"
     events = [event for event in items
-              if (event.get("regarding") or {}).get("kind") == "Pod"
+              if (event.get("regarding") or {}).get("kind") == kind
               and (not uid or (event.get("regarding") or {}).get("uid") in (uid, None, ""))]
     return sorted(events, key=lambda event: seen_at(last_seen(event)))
 

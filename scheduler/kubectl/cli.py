@@ -28,7 +28,7 @@ from scheduler.first_few import first_few
 from scheduler.kube.http import (TRANSPORT_ERRORS, ConnectError, ContextNotFound, Impersonation, KubeconfigError,
                                  KubeHttp, Response, check_apiserver, connect, rejected)
 from scheduler.kube.informers import PODS, PRIORITY_CLASSES, SCHEDULER_KINDS, ResourceKind
-from scheduler.kube.snapshot import ClusterListing, ListError, list_cluster, list_kind, namespaced_path, pod_events
+from scheduler.kube.snapshot import ClusterListing, ListError, list_cluster, list_kind, namespaced_path, object_events
 from scheduler.kubectl import explain as explaining
 from scheduler.kubectl import explain_group as explaining_group
 from scheduler.kubectl import probe_pods, quota, rollback, whatif
@@ -36,8 +36,9 @@ from scheduler.kubectl.installed import DEFAULT_NAMESPACE, ChosenConfig, install
 from scheduler.kubectl.leadership import UNKNOWN, Leadership, config_drift, leadership
 from scheduler.kubectl.other_profile import pending_left_out
 from scheduler.kubectl.output import FORMATS, dump
-from scheduler.kubectl.reference import (PODGROUP_TYPES, BadReference, Reference, chosen_note, not_found, not_found_hint,
-                                         podgroup_resource, read_as_namespace, reference, workload_pods)
+from scheduler.kubectl.reference import (JOB, PODGROUP_TYPES, BadReference, Reference, chosen_note, missing_note,
+                                         not_found, not_found_hint, podgroup_resource, read_as_namespace, reference,
+                                         workload_pods)
 from scheduler.kubectl.target import Target, resolve, user_name
 from scheduler.kubectl.unread import nodes_view, podgroup_kind
 from scheduler.logs import describe_error
@@ -298,11 +299,16 @@ async def _workload_pod(http: KubeHttp, ref: Reference, objects: list[dict[str, 
         raise CommandError(rejected(http, response))
     if not response.ok:
         raise CommandError(f"cannot read {ref.kind.word}/{ref.name}: HTTP {response.status}: {response.message()}")
+    workload = response.json()
+    # a Job's own Events say why its controller made too few pods (read-only; unreadable: none)
+    events = (await object_events(http, ref.namespace, ref.name, str((workload.get("metadata") or {}).get("uid") or ""),
+                                  kind="Job") if ref.kind is JOB else [])
+    known = events if isinstance(events, list) else []
     try:
-        pods = workload_pods(ref, response.json(), objects)
+        pods = workload_pods(ref, workload, objects, known)
+        print(chosen_note(ref, pods, missing_note(ref, workload, objects, known, "the rest")), file=sys.stderr)
     except BadReference as err:
         raise CommandError(str(err)) from None
-    print(chosen_note(ref, pods), file=sys.stderr)
     return pods[0][0]
 
 
@@ -337,7 +343,7 @@ async def _explain(args: argparse.Namespace, target: Target) -> int:
                     and (obj.get("metadata") or {}).get("namespace") == namespace
                     and (obj.get("metadata") or {}).get("name") == name), None)
         uid = str((pod or {}).get("metadata", {}).get("uid") or "")
-        events = await pod_events(http, namespace, name, uid) if pod is not None else []
+        events = await object_events(http, namespace, name, uid) if pod is not None else []
         _warn(listing)
         now = time.time()
         result = explaining.explain(listing.objects, f"{namespace}/{name}", chosen.config,

@@ -36,14 +36,14 @@ class WorkloadKind:
                 f"{quote(name, safe='')}")
 
 
-_JOB = WorkloadKind("jobs.batch", "batch/v1", "jobs", "job")
+JOB = WorkloadKind("jobs.batch", "batch/v1", "jobs", "job")
 _DEPLOYMENT = WorkloadKind("deployments.apps", "apps/v1", "deployments", "deployment")
 _REPLICASET = WorkloadKind("replicasets.apps", "apps/v1", "replicasets", "replicaset")
 _STATEFULSET = WorkloadKind("statefulsets.apps", "apps/v1", "statefulsets", "statefulset")
 # kubectl's names of each (singular, plural, short name, the group-qualified forms)
 WORKLOAD_TYPES: Mapping[str, WorkloadKind] = {
     alias: kind for kind, aliases in (
-        (_JOB, ("job", "jobs")),
+        (JOB, ("job", "jobs")),
         (_DEPLOYMENT, ("deployment", "deployments", "deploy")),
         (_REPLICASET, ("replicaset", "replicasets", "rs")),
         (_STATEFULSET, ("statefulset", "statefulsets", "sts")),
@@ -133,11 +133,26 @@ def not_found_hint(text: str, namespace_exists: bool) -> str:
     return f" ({prefix!r} was read as a namespace; {ACCEPTED})"
 
 
-def workload_pods(ref: Reference, workload: Mapping[str, Any],
-                  objects: Iterable[Mapping[str, Any]]) -> list[tuple[str, bool]]:
+def workload_pods(ref: Reference, workload: Mapping[str, Any], objects: Iterable[Mapping[str, Any]],
+                  events: Sequence[Mapping[str, Any]] = ()) -> list[tuple[str, bool]]:
     """The workload's pods by name, each with whether it is pending: pending ones first (oldest
     first, then by name), then the others in the same order; raises `BadReference` when it has
-    no selector or no pod."""
+    no selector or no pod, saying why a Job has none (`missing_note`; `events`: the Job's, oldest
+    first)."""
+    assert ref.kind is not None
+    what = f"{ref.kind.word}/{ref.name}"
+    pods = [(str(meta.get("name")), str(meta.get("creationTimestamp") or ""), _pending(obj))
+            for obj in _selected(ref, workload, objects) for meta in (obj.get("metadata") or {},)]
+    if not pods:
+        raise BadReference(f"{what} has no pods in namespace {ref.namespace!r} (none matches its selector)"
+                           + missing_note(ref, workload, objects, events, "them"))
+    return [(name, pending) for name, _, pending in sorted(pods, key=lambda pod: (not pod[2], pod[1], pod[0]))]
+
+
+def _selected(ref: Reference, workload: Mapping[str, Any],
+              objects: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The pods the workload's selector matches in its namespace; raises `BadReference` when it
+    has no selector (or one that cannot be read)."""
     assert ref.kind is not None
     what = f"{ref.kind.word}/{ref.name}"
     raw = (workload.get("spec") or {}).get("selector")
@@ -147,13 +162,34 @@ def workload_pods(ref: Reference, workload: Mapping[str, Any],
         raise BadReference(f"{err}: cannot tell its pods") from None
     if selector is None or selector.empty:
         raise BadReference(f"{what} has no pod selector: cannot tell its pods; explain one by name")
-    pods = [(str(meta.get("name")), str(meta.get("creationTimestamp") or ""), _pending(obj))
-            for obj in objects if obj.get("kind") == "Pod"
+    return [obj for obj in objects if obj.get("kind") == "Pod"
             for meta in (obj.get("metadata") or {},)
             if meta.get("namespace") == ref.namespace and selector.matches(meta.get("labels") or {})]
-    if not pods:
-        raise BadReference(f"{what} has no pods in namespace {ref.namespace!r} (none matches its selector)")
-    return [(name, pending) for name, _, pending in sorted(pods, key=lambda pod: (not pod[2], pod[1], pod[0]))]
+
+
+def missing_note(ref: Reference, workload: Mapping[str, Any], objects: Iterable[Mapping[str, Any]],
+                 events: Sequence[Mapping[str, Any]], which: str) -> str:
+    """Why a Job has fewer pods than it runs at once ("" when it has them, or is no Job): it is
+    suspended (Kueue keeps a Job so until it is admitted: the Job controller creates none), or
+    its controller's latest FailedCreate Event (`events`, oldest first: a ResourceQuota's
+    "exceeded quota" is said only there). `which` names the pods not created ("them", "the rest")."""
+    if ref.kind is not JOB:
+        return ""
+    spec, status = workload.get("spec") or {}, workload.get("status") or {}
+    if spec.get("suspend") is True:
+        return (f"; Job {ref.namespace}/{ref.name} is suspended (spec.suspend: true): its controller creates no pods "
+                "until it is resumed")
+    if any(c.get("type") in ("Complete", "Failed") and c.get("status") == "True" for c in status.get("conditions") or ()):
+        return ""
+    parallelism = spec.get("parallelism", 1)
+    completions = spec.get("completions")
+    wanted = parallelism if completions is None else min(parallelism, completions - status.get("succeeded", 0))
+    live = sum(1 for obj in _selected(ref, workload, objects) if not (obj.get("metadata") or {}).get("deletionTimestamp")
+               and (obj.get("status") or {}).get("phase", "Pending") not in ("Succeeded", "Failed"))
+    failed = [event for event in events if event.get("reason") == "FailedCreate"]
+    if live >= wanted or not failed:
+        return ""
+    return f"; its controller could not create {which}, latest FailedCreate Event: {failed[-1].get('note') or ''}"
 
 
 def _pending(pod: Mapping[str, Any]) -> bool:
@@ -163,15 +199,16 @@ def _pending(pod: Mapping[str, Any]) -> bool:
             and not (pod.get("metadata") or {}).get("deletionTimestamp"))
 
 
-def chosen_note(ref: Reference, pods: Sequence[tuple[str, bool]]) -> str:
+def chosen_note(ref: Reference, pods: Sequence[tuple[str, bool]], missing: str = "") -> str:
     """The line on stderr saying which of the workload's pods (`workload_pods`) is explained, the
-    first, and which others wait."""
+    first, and which others wait; then `missing` (`missing_note`: why a Job has fewer pods)."""
     assert ref.kind is not None
     what = f"{ref.kind.word}/{ref.name}"
     count = f"{len(pods)} pod{'' if len(pods) == 1 else 's'}"
     pending = [name for name, waits in pods if waits]
     if not pending:
-        return f"{what}: none of its {count} is pending; explaining {pods[0][0]} (explain the others by name)"
+        return (f"{what}: none of its {count} is pending; explaining {pods[0][0]} (explain the others by name)"
+                + missing)
     others = pending[1:]
     rest = f"; also pending: {first_few(others, 5)}" if others else ""
-    return f"{what}: {len(pending)} of its {count} pending; explaining {pending[0]}{rest}"
+    return f"{what}: {len(pending)} of its {count} pending; explaining {pending[0]}{rest}{missing}"

@@ -18,7 +18,7 @@ from scheduler.core.objects import PODGROUP_LABEL
 from scheduler.kube.http import KubeHttp
 from scheduler.kube.informers import (DISRUPTION_BUDGETS, EXTENDED_RESOURCES, NODES, POD_GROUPS, PODS,
                                       PRIORITY_CLASSES, RESOURCE_CLASSES, SCHEDULER_KINDS, WORKLOAD_POD_GROUPS)
-from scheduler.kube.snapshot import ClusterListing, ListError, list_cluster, pod_events
+from scheduler.kube.snapshot import ClusterListing, ListError, list_cluster, object_events
 from scheduler.kubectl import explain as explaining
 from scheduler.kubectl import whatif
 from scheduler.kubectl.unread import nodes_view, podgroup_unread_message, without_absent_podgroups
@@ -253,12 +253,12 @@ async def test_events_denied_in_events_k8s_io_are_read_from_the_core_api_or_said
     api.handlers.insert(0, lambda call: _status(403, "forbidden", "Forbidden") if "events.k8s.io" in call.path else
                         api._list([_core_event("classy", "FailedScheduling", "0/4 nodes are available")])
                         if call.path == f"/api/v1/namespaces/{NS}/events" else None)
-    events = await pod_events(KubeHttp(api), NS, "classy")  # type: ignore[arg-type]
+    events = await object_events(KubeHttp(api), NS, "classy")  # type: ignore[arg-type]
     assert isinstance(events, list)
     assert [explaining._event(e) for e in events] == [explaining.EventLine(
         "2026-01-01T00:00:05Z", "Warning", "FailedScheduling", 3, "tessera", "0/4 nodes are available")]
     api.handlers.insert(0, lambda call: _status(403, "forbidden", "Forbidden") if "events" in call.path else None)
-    why = await pod_events(KubeHttp(api), NS, "classy")  # type: ignore[arg-type]
+    why = await object_events(KubeHttp(api), NS, "classy")  # type: ignore[arg-type]
     assert why == (f"denied (HTTP 403): needs list on events.events.k8s.io or events in namespace {NS} (the "
                    "built-in view, edit and admin roles grant events)")
     listing = await _list(_cluster())

@@ -244,7 +244,7 @@ class _EventsFail:
 
 def test_explain_does_not_crash_when_the_events_cannot_be_read(tmp_path: Path,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    """`pod_events` promises "[] when they cannot be read", but only a non-2xx answer gives [];
+    """`object_events` promises "[] when they cannot be read", but only a non-2xx answer gives [];
     a transport error (aiohttp.ClientError, the 30 s TimeoutError of an unpaged Events list in a
     busy namespace) escapes `_explain` and `main` as a traceback, after the listing succeeded.
     Either the explanation without Events or one `error: ...` line (exit 1) is expected."""
