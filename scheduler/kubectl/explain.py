@@ -217,7 +217,7 @@ def explain_loaded(core: Scheduler, notices: Sequence[Notice], objects: Sequence
     other = _not_evaluated(pod.scheduler_name, shown, writer, "", config.source, scheduler_namespace) if shown else ""
     status = _status(state, pod, ours, wait.reason if wait else "", wait.node if wait else "", gates,
                      _finalizers(raw), core.gated().get(key, ""), _fence_refused(events),
-                     _preempted_for(state, pod, events), other)
+                     _preempted_for(state, pod, events), other, _scheduling_gates(raw))
     return Explanation(
         pod=key,
         scheduler=pod.scheduler_name,
@@ -277,7 +277,8 @@ def pending_line(core: Scheduler, raw: Mapping[str, Any], pod: Pod, other: str =
     if wait is not None and wait.reason:
         return f"{wait.reason}: {wait.message}" if wait.message else wait.reason
     state = core.state
-    return _status(state, pod, state.is_ours(pod), "", "", False, (), core.gated().get(pod.key, ""), other=other)
+    return _status(state, pod, state.is_ours(pod), "", "", False, (), core.gated().get(pod.key, ""), other=other,
+                   scheduling_gates=_scheduling_gates(raw))
 
 
 def _gang_view(state: ClusterState, pod: Pod, unread: Mapping[str, Unread]) -> GangView | None:
@@ -626,6 +627,13 @@ def _finalizers(raw: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(str(name) for name in names) if isinstance(names, list) else ()
 
 
+def _scheduling_gates(raw: Mapping[str, Any]) -> tuple[str, ...]:
+    """The names of the pod's spec.schedulingGates, in their order."""
+    spec = raw.get("spec")
+    gates = spec.get("schedulingGates") if isinstance(spec, Mapping) else None
+    return tuple(str(gate.get("name")) for gate in gates if isinstance(gate, Mapping)) if isinstance(gates, list) else ()
+
+
 def _fence_refused(events: Sequence[Mapping[str, Any]]) -> bool:
     """The pod's latest FailedScheduling Event is a leader's term fence refused on it (the loop's
     `_fence_refused`, one per pod and term): that leader decides nothing until the write
@@ -641,6 +649,10 @@ def _fence_refused(events: Sequence[Mapping[str, Any]]) -> bool:
 
 
 NOT_TRIED = "pending: not tried yet"
+_GATES_SHOWN = 5  # a pod's spec.schedulingGates named on its Status line, at most
+# the Gate line without the allocation gate: "-" alone read as "no gates" right under a Status
+# naming spec.schedulingGates
+NO_ALLOCATION_GATE = "- (Tessera's allocation gate: neither held nor waited for)"
 FENCE_STATUS = ("pending, not tried: the leader's term fence could not be written onto it (FailedScheduling in "
                 "Events): the leader schedules nothing until every pending pod carries it (TesseraTermFenceStuck; "
                 "docs/operations.md)")
@@ -652,9 +664,10 @@ FENCE_UNKNOWN = ("pending: a leader's term fence could not be written onto it ea
 
 def _status(state: ClusterState, pod: Pod, ours: bool, reason: str, gate_node: str, gates: bool,
             finalizers: Sequence[str], gated: str, fence_refused: bool = False, preempted_for: str = "",
-            other: str = "") -> str:
+            other: str = "", scheduling_gates: Sequence[str] = ()) -> str:
     """The verdict in one line; `other`: what a pod of Tessera's under a profile the configuration
-    does not have waits with (it is not "not scheduled by Tessera")."""
+    does not have waits with (it is not "not scheduled by Tessera"); `scheduling_gates`: the names
+    of its spec.schedulingGates (which admission layer holds it: Kueue's, a capacity probe's)."""
     mark = pod.preemption_mark
     # a preemption's victim says so (its DisruptionTarget condition), and a finalizer is what may keep it
     why = f", preempted by {mark.scheduler or 'a scheduler'}{preempted_for}" if mark is not None and pod.node_name \
@@ -681,7 +694,8 @@ def _status(state: ClusterState, pod: Pod, ours: bool, reason: str, gate_node: s
         return (f"not scheduled by Tessera: spec.schedulerName is {pod.scheduler_name} "
                 f"(Tessera's profiles: {', '.join(sorted(state.scheduler_names))})")
     if pod.gated:
-        return "has spec.schedulingGates: no scheduler considers it until they are removed"
+        named = f" ({first_few(scheduling_gates, _GATES_SHOWN)})" if scheduling_gates else ""
+        return f"has spec.schedulingGates{named}: no scheduler considers it until they are removed"
     if gated:  # a PreEnqueue plugin's gate writes no condition: say it here
         return f"pending, not tried: {gated}"
     if reason == WAITING_FOR_ALLOCATION:
@@ -867,7 +881,8 @@ def render(x: Explanation, now: float) -> str:
         fields.append(("Not read:", x.ignored))
     if x.volumes:
         fields.append(("Volumes:", x.volumes))
-    fields += [("Gate:", x.gate or "-"), ("Devices:", held)]
+    # the allocation gate, not spec.schedulingGates (the Status line names those)
+    fields += [("Gate:", x.gate or NO_ALLOCATION_GATE), ("Devices:", held)]
     width = max(len(label) for label, _ in fields)
     lines = [f"{label.ljust(width)}  {value}".rstrip() for label, value in fields]
     if x.devices:

@@ -54,3 +54,14 @@ def test_explain_counts_gated_members_apart() -> None:
     assert "default/kg: 3 members (min 3), 0 placed, 2 waiting, 1 gated; phase " in text
     assert "1 more is gated (spec.schedulingGates): kg-2" in result.gang.message
     assert result.dry_run is not None and "1 more is gated (spec.schedulingGates): kg-2" in result.dry_run.message
+
+
+def test_explain_of_a_gated_pod_names_its_scheduling_gates_and_the_gate_line_says_which_gate() -> None:
+    """The Status line said "has spec.schedulingGates" without their names, and right under it
+    "Gate: -" (Tessera's allocation gate) read as if the pod had none."""
+    result = explaining.explain(_objects(gated=1), "default/kg-2", config(BINPACK), [], 0.0)
+    assert result is not None
+    assert result.status == ("has spec.schedulingGates (kueue.x-k8s.io/admission): no scheduler considers it until "
+                             "they are removed")
+    lines = explaining.render(result, 0.0).splitlines()
+    assert "Gate:       - (Tessera's allocation gate: neither held nor waited for)" in lines

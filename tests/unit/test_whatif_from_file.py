@@ -142,7 +142,7 @@ def test_explain_of_a_gated_pod_shows_the_dry_run_it_would_get_once_ungated() ->
     objs = [b.node("big", gpus=8), b.node("small", gpus=4), probe]
     result = explaining.explain(objs, "default/probe8", config(BINPACK), [], 0.0)
     assert result is not None and result.ungated
-    assert result.status == "has spec.schedulingGates: no scheduler considers it until they are removed"
+    assert result.status == "has spec.schedulingGates (probe): no scheduler considers it until they are removed"
     assert result.dry_run is not None and result.dry_run.node == "big"
     text = explaining.render(result, 0.0)
     assert ("Dry run through the core with the configuration config/binpack.yaml, now, once its "
