@@ -788,18 +788,29 @@ class SchedulerLoop:
 
     def _preempting_note(self, attempt: Attempt, candidate: str) -> None:
         """Tessera's own Event on the pod whose cycle preempted (upstream writes none there): its
-        victims, where each runs, and why a gang went whole, for `kubectl tessera explain`."""
+        victims, where each runs, and why a gang went whole, for `kubectl tessera explain`. The
+        Event lands in the preemptor's namespace, readable by its tenant: victims of other
+        namespaces are only counted (a tenant must not learn another's pod names, nodes or gangs
+        from it; each victim's own `Preempted` Event, in its namespace, names the preemptor's uid
+        alone, as upstream's)."""
         state = self.core.state
+        namespace = attempt.pod.meta.namespace
         victims = sorted((victim.key, victim.node_name or state.node_of(victim.uid)
                           or attempt.rejected_waiting.get(victim.uid, ""),
-                          attempt.victim_reasons.get(victim.uid, "")) for victim in attempt.preempted)
+                          attempt.victim_reasons.get(victim.uid, "")) for victim in attempt.preempted
+                         if victim.meta.namespace == namespace)
+        elsewhere = len(attempt.preempted) - len(victims)
+        named = listed(victims) if victims else ""
+        if elsewhere:
+            named += (f"{' and ' if named else ''}{elsewhere} pod{'' if elsewhere == 1 else 's'} in "
+                      f"{'another namespace' if elsewhere == 1 else 'other namespaces'}")
         gang = attempt.pod.gang
         where = (f"for gang {gang_name(gang.key)}" if attempt.preemptor_type == "podgroup" and gang is not None
                  else f"on {candidate}" if candidate else "")
-        count = len(victims)
+        count = len(attempt.preempted)
         self.events.record(_pod_ref(attempt), "Normal", "Preempting", "Preempting",
                            f"Preempting {count} lower-priority pod{'' if count == 1 else 's'} to make room"
-                           f"{' ' + where if where else ''}: {listed(victims)}", controller=attempt.pod.scheduler_name)
+                           f"{' ' + where if where else ''}: {named}", controller=attempt.pod.scheduler_name)
 
     def _preemptor(self, attempt: Attempt) -> ObjectRef:
         """Whom the victims' Events name: upstream's ExecutorPreemptor (framework/preemption/

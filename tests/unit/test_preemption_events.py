@@ -130,3 +130,24 @@ async def test_the_preemptor_gets_an_event_naming_its_victims_and_why_the_whole_
     assert event["note"] == (f"Preempting 2 lower-priority pods to make room on {nominated}: "
                              "default/lowg-0 on n1, default/lowg-1 on n2 "
                              "(gang default/lowg: would fall below minMember 2)")
+
+
+async def test_the_preemptors_event_names_no_pod_of_another_namespace() -> None:
+    """The preemptor's Event lands in its own namespace: it named another tenant's victims there
+    ("team-b/sj5-mt6mp on v100-node-001"). Victims of the preemptor's namespace are named; the
+    others are only counted (each still gets upstream's `Preempted` Event in its own namespace)."""
+    api = FakeApi()
+    api.lists["/api/v1/nodes"] = [b.node("n1", gpus=4)]
+    for name, namespace in (("low-a", "team-a"), ("low-b", "team-b"), ("low-c", "team-c")):
+        api.add_pod(b.pod(name, namespace, limits={"nvidia.com/gpu": 1 if name != "low-a" else 2}, node_name="n1",
+                          phase="Running", priority=0))
+    api.add_pod(b.pod("hi1", "team-a", limits={"nvidia.com/gpu": 4}, priority=HIGH))
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="test")  # type: ignore[arg-type]
+    async with anyio.create_task_group() as owner:
+        owner.start_soon(loop.run)
+        await until(lambda: any(e["reason"] == "Preempting" for e in api.events.values()))
+        owner.cancel_scope.cancel()
+    (event,) = [e for e in api.events.values() if e["reason"] == "Preempting"]
+    assert event["regarding"]["namespace"] == "team-a"
+    assert event["note"] == ("Preempting 3 lower-priority pods to make room on n1: team-a/low-a on n1 and 2 pods in "
+                             "other namespaces")
