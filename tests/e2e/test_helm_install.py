@@ -38,16 +38,19 @@ from tests.e2e.test_deploy import (
     SYSTEM_NAMESPACE,
     Discovery,
     apply_documents,
+    call_as,
     dry_run_pod_templates,
-    fetch,
     remove_admission_policy,
     service_account_token,
     token_kubeconfig,
 )
+from tests.e2e.test_secure_serving_live import _get, _secure_url
 
 NAMESPACE = "gpu-sched"
 CLASSES = "/apis/tessera.dev/v1alpha1/resourceclasses"
 NETWORK_POLICIES = f"/apis/networking.k8s.io/v1/namespaces/{NAMESPACE}/networkpolicies"
+# the ServiceAccount monitoring.prometheusServiceAccount names (kube-prometheus' Prometheus)
+PROMETHEUS_SA = {"name": "prometheus-k8s", "namespace": "monitoring"}
 
 
 @pytest.fixture(scope="module")
@@ -89,17 +92,18 @@ async def test_helm_install_in_another_namespace_schedules(fresh_plane: LocalCon
     # plugin runs here, so nothing enforces it (the scheduler below is a local process anyway)
     prometheus = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
                   "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}}
-    values = {"networkPolicy": {"enabled": True, "from": [prometheus]}}
+    values = {"networkPolicy": {"enabled": True, "from": [prometheus]},
+              "monitoring": {"prometheusServiceAccount": PROMETHEUS_SA}}
     installed = run_helm(helm, "install", *helm_template_args(values, tmp_path, NAMESPACE), "--create-namespace",
                          kubeconfig=plane.kubeconfig)
     assert installed.returncode == 0, installed.stderr
     assert "kubectl label namespace gpu-sched pod-security.kubernetes.io/enforce=privileged" in installed.stdout
-    assert "The NetworkPolicy tessera-scheduler admits to port 10251 only" in installed.stdout, installed.stdout
+    assert "The NetworkPolicy tessera-scheduler admits to port 10259 only" in installed.stdout, installed.stdout
     policy = admin.get(f"{NETWORK_POLICIES}/tessera-scheduler")
     assert policy["spec"]["podSelector"] == {"matchLabels": {"app.kubernetes.io/name": "tessera",
                                                              "app.kubernetes.io/component": "scheduler"}}
     assert policy["spec"]["policyTypes"] == ["Ingress"]
-    assert policy["spec"]["ingress"] == [{"from": [prometheus], "ports": [{"port": 10251, "protocol": "TCP"}]}]
+    assert policy["spec"]["ingress"] == [{"from": [prometheus], "ports": [{"port": 10259, "protocol": "TCP"}]}]
     pod_labels = admin.get(f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/tessera-scheduler")[
         "spec"]["template"]["metadata"]["labels"]
     assert policy["spec"]["podSelector"]["matchLabels"].items() <= pod_labels.items()
@@ -107,6 +111,24 @@ async def test_helm_install_in_another_namespace_schedules(fresh_plane: LocalCon
     # The scheduler as its pod would run: the chart's ServiceAccount, the chart's ConfigMap.
     token = service_account_token(admin, NAMESPACE, "tessera-scheduler")
     kubeconfig = token_kubeconfig(plane, tmp_path / "scheduler.kubeconfig", "tessera-scheduler", token)
+    # Its secure port's reviews: the chart's system:auth-delegator binding lets that token create
+    # TokenReviews and SubjectAccessReviews (asked as the ServiceAccount itself).
+    for group, resource in (("authentication.k8s.io", "tokenreviews"), ("authorization.k8s.io", "subjectaccessreviews")):
+        assert _self_allowed(plane, token, {"resourceAttributes": {"verb": "create", "group": group,
+                                                                   "resource": resource}}), resource
+    # The chart's tessera-metrics-reader lets the named Prometheus ServiceAccount get /metrics only.
+    for name in (PROMETHEUS_SA["name"], "not-bound"):
+        admin.apply(f"/api/v1/namespaces/{PROMETHEUS_SA['namespace']}",
+                    {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": PROMETHEUS_SA["namespace"]}},
+                    field_manager="helm-e2e")
+        admin.apply(f"/api/v1/namespaces/{PROMETHEUS_SA['namespace']}/serviceaccounts/{name}",
+                    {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}},
+                    field_manager="helm-e2e")
+    scraper = service_account_token(admin, PROMETHEUS_SA["namespace"], PROMETHEUS_SA["name"])
+    unbound = service_account_token(admin, PROMETHEUS_SA["namespace"], "not-bound")
+    for path, allowed in (("/metrics", True), ("/configz", False)):
+        assert _self_allowed(plane, scraper, {"nonResourceAttributes": {"verb": "get", "path": path}}) is allowed
+    assert not _self_allowed(plane, unbound, {"nonResourceAttributes": {"verb": "get", "path": "/metrics"}})
     config = tmp_path / "config.yaml"
     config.write_text(admin.get(f"/api/v1/namespaces/{NAMESPACE}/configmaps/tessera-scheduler-config")
                       ["data"]["config.yaml"])
@@ -114,18 +136,31 @@ async def test_helm_install_in_another_namespace_schedules(fresh_plane: LocalCon
     classes = load_documents(DEPLOY / "examples" / "resourceclasses.yaml")
     apply_documents(admin, classes)
 
+    # the Deployment's serving flags (--secure-port, HTTPS with delegated authentication), on a free port
+    args = find(helm_template(helm, values, NAMESPACE), "Deployment", "tessera-scheduler")["spec"]["template"][
+        "spec"]["containers"][0]["args"]
+    assert "--secure-port=10259" in args and not any(a.startswith("--port") for a in args)
     process = TesseraProcess(kubeconfig, config, tmp_path, name="helm")
+    at = process.args.index("--port")
+    process.args[at:at + 2] = ["--secure-port", str(process.port)]
     process.start()
     kube = await Kube.connect(plane.kubeconfig)
     try:
-        await process.wait_ready(30)
-        base = f"http://127.0.0.1:{process.port}"
+        base = await _secure_url(process, 30)
 
         async def leading() -> bool:  # the Lease in gpu-sched, granted by the chart's Role
-            _, text = await fetch(base + "/metrics")
+            status, text = await _get(base + "/metrics", scraper)  # reviewed with the chart's RBAC
+            assert status == 200, text
             return bool(re.search(r"^tessera_leader 1(\.0)?$", text, re.M))
 
         await eventually(leading, 30)
+        assert (await _get(base + "/readyz"))[0] == 200  # the kubelet's probe: no token
+        # 403 (not 401: the TokenReview worked) for a token without the role, and for /configz
+        for path, who in (("/metrics", "not-bound"), ("/configz", PROMETHEUS_SA["name"])):
+            status, text = await _get(base + path, unbound if who == "not-bound" else scraper)
+            assert status == 403, text
+            assert orjson.loads(text)["message"] == (f'forbidden: User "system:serviceaccount:'
+                                                     f'{PROMETHEUS_SA["namespace"]}:{who}" cannot get path "{path}"')
         lease = admin.get(f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/tessera")
         assert lease["spec"]["holderIdentity"] == process.identity
 
@@ -166,11 +201,14 @@ async def test_helm_install_in_another_namespace_schedules(fresh_plane: LocalCon
         await asyncio.to_thread(admin.request, "DELETE", "/api/v1/namespaces/default/pods/helm-class?gracePeriodSeconds=0")
     assert code == 0, process.log()
     assert "forbidden" not in process.log_path.read_text(errors="replace").lower(), process.log()
+    assert "serving.review_failed" not in process.log_path.read_text(errors="replace"), process.log()
 
     # helm uninstall removes what it installed and keeps the CRDs (Helm's rule for crds/).
     removed = run_helm(helm, "uninstall", "tessera", "--namespace", NAMESPACE, kubeconfig=plane.kubeconfig)
     assert removed.returncode == 0, removed.stderr
     for path in ("/apis/rbac.authorization.k8s.io/v1/clusterroles/tessera-scheduler",
+                 "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/tessera-scheduler-auth-delegator",
+                 "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/tessera-metrics-reader",
                  "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/tessera-annotations",
                  f"{NETWORK_POLICIES}/tessera-scheduler"):
         with pytest.raises(ApiError) as gone:
@@ -181,6 +219,15 @@ async def test_helm_install_in_another_namespace_schedules(fresh_plane: LocalCon
     # namespace `--create-namespace` made and the Lease the scheduler process created.
     assert admin.get(f"/api/v1/namespaces/{NAMESPACE}")["status"]["phase"] == "Active"
     assert admin.get(f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/tessera")["metadata"]["name"] == "tessera"
+
+
+def _self_allowed(plane: LocalControlPlane, token: str, attributes: dict[str, Any]) -> bool:
+    """A SelfSubjectAccessReview made with `token`: may its ServiceAccount do this?"""
+    status, body = call_as(plane, token, "POST", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+                           {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+                            "spec": attributes})
+    assert status == 201, body
+    return bool(orjson.loads(body)["status"].get("allowed"))
 
 
 RESTRICTED = "gpu-restricted"

@@ -17,5 +17,5 @@ async def test_the_scheduler_network_policies_are_valid(kubectl: Kube, namespace
         path = f"/apis/networking.k8s.io/v1/namespaces/{namespace}/networkpolicies?dryRun=All"
         created: dict[str, Any] = (await kubectl.call("POST", path, policy)).json()
         assert created["spec"]["podSelector"] == policy["spec"]["podSelector"]
-        assert created["spec"]["ingress"][0]["ports"] == [{"port": 10251, "protocol": "TCP"}]
+        assert created["spec"]["ingress"][0]["ports"] == [{"port": 10259, "protocol": "TCP"}]
         assert created["spec"]["policyTypes"] == ["Ingress"]

@@ -239,7 +239,8 @@ def test_manifest_command_lines_are_accepted_by_the_cli() -> None:
     from scheduler.cli import build_parser
 
     run = build_parser().parse_args(container(find("Deployment", "tessera-scheduler"))["args"])
-    assert (run.command, run.bind_address, run.port, run.config) == ("run", "0.0.0.0", 10251, "/etc/tessera/config.yaml")
+    assert (run.command, run.bind_address, run.secure_port, run.config) == ("run", "0.0.0.0", 10259,
+                                                                           "/etc/tessera/config.yaml")
     args = [a.replace("$(NODE_NAME)", "gpu-node-1") for a in container(find("DaemonSet", "tessera-agent"))["args"]]
     agent = build_parser().parse_args(args)
     assert (agent.command, agent.node_name, agent.backend) == ("agent", "gpu-node-1", "nvml")
@@ -409,15 +410,17 @@ def test_scheduler_deployment_is_highly_available_and_probed() -> None:
     assert spec["replicas"] == 2
     args = ctr["args"]
     assert args[0] == "run"
-    port = int(next(a for a in args if a.startswith("--port=")).split("=", 1)[1])
+    # kube-scheduler's secure port: HTTPS with delegated authentication and authorization, no plain HTTP
+    port = int(next(a for a in args if a.startswith("--secure-port=")).split("=", 1)[1])
+    assert port == 10259 and not any(a.startswith("--port") for a in args)
     assert "--bind-address=0.0.0.0" in args
     config_path = next(a for a in args if a.startswith("--config=")).split("=", 1)[1]
     mount = next(m for m in ctr["volumeMounts"] if m["name"] == "config")
     assert config_path.startswith(mount["mountPath"] + "/") and mount["readOnly"] is True
     named = {p["name"]: p["containerPort"] for p in ctr["ports"]}
-    assert named["metrics"] == port
-    assert ctr["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
-    assert ctr["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+    assert named["https"] == port
+    assert ctr["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "https", "scheme": "HTTPS"}
+    assert ctr["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "https", "scheme": "HTTPS"}
     assert {"cpu", "memory"} <= set(ctr["resources"]["requests"]) and "memory" in ctr["resources"]["limits"]
     terms = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
     assert terms[0]["podAffinityTerm"]["labelSelector"]["matchLabels"] == spec["selector"]["matchLabels"]

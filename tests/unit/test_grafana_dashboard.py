@@ -211,8 +211,8 @@ def _dashboard_series(namespace: str | None) -> list[dict[str, str]]:
     own numbers) with 3 pods pending and 2 of 4 GPUs in use; in `tessera-b` one replica, the leader,
     5 pending, 8 of 8 GPUs in use and a silent node agent. `namespace` None: the scrape config sets
     no namespace label (tessera-system's series only)."""
-    installs = {"tessera-system": [("10.0.0.1:10251", 1, 3, (2, 2), 0), ("10.0.0.2:10251", 0, 0, (2, 2), 0)],
-                OTHER: [("10.0.1.1:10251", 1, 5, (8, 0), 1)]}
+    installs = {"tessera-system": [("10.0.0.1:10259", 1, 3, (2, 2), 0), ("10.0.0.2:10259", 0, 0, (2, 2), 0)],
+                OTHER: [("10.0.1.1:10259", 1, 5, (8, 0), 1)]}
     series: list[dict[str, str]] = []
     for ns, replicas in installs.items():
         if namespace is None and ns != "tessera-system":

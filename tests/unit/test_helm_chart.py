@@ -236,7 +236,9 @@ def test_optional_parts_can_be_left_out(helm: Path) -> None:
     docs = helm_template(helm, values)
     assert {(d["kind"], d["metadata"]["name"]) for d in docs if d["kind"] != "CustomResourceDefinition"} == {
         ("ServiceAccount", "tessera-scheduler"), ("ClusterRole", "tessera-scheduler"),
-        ("ClusterRoleBinding", "tessera-scheduler"), ("ConfigMap", CONFIG_MAP), ("Deployment", "tessera-scheduler")}
+        ("ClusterRoleBinding", "tessera-scheduler"), ("ConfigMap", CONFIG_MAP), ("Deployment", "tessera-scheduler"),
+        # the secure port's TokenReviews and SubjectAccessReviews, and who may read /metrics there
+        ("ClusterRoleBinding", "tessera-scheduler-auth-delegator"), ("ClusterRole", "tessera-metrics-reader")}
     assert yaml.safe_load(_config_text(docs))["leaderElection"]["leaderElect"] is False
 
 
@@ -408,14 +410,24 @@ def test_the_default_configuration_takes_nothing_of_kube_schedulers(helm: Path, 
         assert _config_of(docs, tmp_path).kube_scheduler_clashes() == ()
 
 
-@pytest.mark.parametrize("args", [["--port=9000"], ["--port", "9000"], ["--config=/tmp/c.yaml"],
-                                  ["--bind-address=127.0.0.1"]])
+@pytest.mark.parametrize("args", [["--secure-port=9000"], ["--secure-port", "9000"], ["--config=/tmp/c.yaml"],
+                                  ["--bind-address=127.0.0.1"], ["--tls-cert-file=/tls/c.crt"],
+                                  ["--tls-private-key-file", "/tls/c.key"]])
 def test_extra_args_cannot_override_the_flags_the_chart_sets(helm: Path, args: list[str]) -> None:
     """The last flag wins in `tessera run`: --port in extraArgs moved the server off the probes'
-    port (a liveness restart loop), --bind-address=127.0.0.1 hid it from the kubelet."""
+    port (a liveness restart loop), --bind-address=127.0.0.1 hid it from the kubelet. The TLS
+    files are the mounted scheduler.tls.secretName's (the chart mounts no other volume)."""
     error = helm_template_error(helm, {"scheduler": {"extraArgs": args}})
     flag = args[0].split("=")[0]
     assert f"scheduler.extraArgs: {flag} is set by the chart" in error, error
+
+
+@pytest.mark.parametrize("args", [["--port=9000"], ["--port", "10251"]])
+def test_extra_args_cannot_add_the_plain_http_port(helm: Path, args: list[str]) -> None:
+    """--port and --secure-port are exclusive in `tessera run` (argparse exits 2: a crash loop), and
+    plain HTTP stays out of the deployed scheduler: refused at install, saying why."""
+    error = helm_template_error(helm, {"scheduler": {"extraArgs": args}})
+    assert "scheduler.extraArgs: --port serves plain HTTP" in error and "scheduler.port" in error, error
 
 
 def _run_options() -> tuple[set[str], set[str]]:
@@ -684,7 +696,7 @@ def test_notes_say_the_metrics_service_reaches_the_standby_too(helm: Path, tmp_p
     the standby while the leader had 4 waiting: NOTES must say to scrape every pod and keep the
     leader's series (tessera_leader == 1), as the dashboard does, and how to get a ServiceMonitor."""
     notes = " ".join(_notes(helm, tmp_path).split())
-    assert "tessera-scheduler-metrics.tessera-system:10251" in notes
+    assert "https://tessera-scheduler-metrics.tessera-system:10259/metrics" in notes
     assert "standby" in notes and "scrape every scheduler pod" in notes
     assert "and on (job, instance) (tessera_leader == 1)" in notes
     # in the values file, not `--set`: an upgrade with only `--set` resets every other value
@@ -729,9 +741,13 @@ def test_service_monitor_and_alert_rules_are_off_by_default_and_render_when_aske
     assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
     assert service["spec"]["selector"].items() <= pods.items()
     assert monitor["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
-    assert monitor["spec"]["endpoints"] == [{"port": "metrics", "path": "/metrics", "scheme": "http",
+    # HTTPS with the Prometheus pod's own ServiceAccount token (bound to tessera-metrics-reader), the
+    # scheduler's self-signed certificate not verified unless a tlsConfig (a CA) is given
+    assert monitor["spec"]["endpoints"] == [{"port": "https", "path": "/metrics", "scheme": "https",
+                                             "bearerTokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token",
+                                             "tlsConfig": {"insecureSkipVerify": True},
                                              "interval": "15s", "scrapeTimeout": "10s"}]
-    assert [p["name"] for p in service["spec"]["ports"]] == ["metrics"]
+    assert [(p["name"], p["port"]) for p in service["spec"]["ports"]] == [("https", 10259)]
     assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
     alerts = rule_alerts(docs)
     assert set(alerts) == ALERTS
@@ -1320,7 +1336,7 @@ def test_notes_say_what_one_replica_and_none_mean(helm: Path, tmp_path: Path, re
         assert "no standby: no PodDisruptionBudget, and a failover waits for a new pod" in first, first
     else:
         assert "no standby" not in first and "PodDisruptionBudget" not in first, first
-    url = f"http://tessera-scheduler-metrics.{NAMESPACE}:10251/metrics"
+    url = f"https://tessera-scheduler-metrics.{NAMESPACE}:10259/metrics"
     if replicas == 0:
         assert url not in notes and "reaches whichever pod" not in notes
         assert "the Service tessera-scheduler-metrics has no endpoints" in notes, notes
@@ -1426,7 +1442,7 @@ def test_the_network_policy_admits_only_the_configured_peers_to_the_scheduler_po
     assert not spec["podSelector"]["matchLabels"].items() <= agent.items()
     # ingress only: the scheduler's calls to the apiserver stay open
     assert spec["policyTypes"] == ["Ingress"] and "egress" not in spec
-    assert spec["ingress"] == [{"from": [PROMETHEUS], "ports": [{"port": 10251, "protocol": "TCP"}]}]
+    assert spec["ingress"] == [{"from": [PROMETHEUS], "ports": [{"port": 10259, "protocol": "TCP"}]}]
     # the port follows scheduler.port, which the container listens on
     moved = helm_template(helm, {"networkPolicy": {"enabled": True}, "scheduler": {"port": 10300}})
     [policy] = _network_policies(moved)
@@ -1481,19 +1497,19 @@ def test_the_kustomize_trees_optional_network_policy_is_the_charts(helm: Path) -
 
 def test_notes_say_who_reaches_the_scheduler_port(helm: Path, tmp_path: Path) -> None:
     default = " ".join(_notes(helm, tmp_path).split())
-    assert "any pod of the cluster can reach port 10251 of the scheduler pods" in default, default
+    assert "any pod of the cluster can reach port 10259 of the scheduler pods" in default, default
     assert "networkPolicy.enabled: true" in default
     gpu_map = " ".join(_notes(helm, tmp_path, {"scheduler": {"extraArgs": ["--gpu-map"]}}).split())
     assert "with --gpu-map, every namespace's GPU pods by name" in gpu_map, gpu_map
     on = " ".join(_notes(helm, tmp_path, {"networkPolicy": {"enabled": True, "from": [PROMETHEUS]}}).split())
     assert "any pod of the cluster can reach" not in on
-    assert "The NetworkPolicy tessera-scheduler admits to port 10251 only" in on, on
+    assert "The NetworkPolicy tessera-scheduler admits to port 10259 only" in on, on
     assert "kubernetes.io/metadata.name: monitoring" in on and "app.kubernetes.io/name: prometheus" in on, on
     monitored = " ".join(_notes(helm, tmp_path, {"networkPolicy": {"enabled": True},
                                                  "monitoring": {"serviceMonitor": {"enabled": True}}}).split())
     assert "your Prometheus' pods must be among them" in monitored, monitored
     closed = " ".join(_notes(helm, tmp_path, {"networkPolicy": {"enabled": True, "from": []}}).split())
-    assert "admits no pod to port 10251" in closed, closed
+    assert "admits no pod to port 10259" in closed, closed
 
 
 # --- the GPU pod policy's NVIDIA_VISIBLE_DEVICES rule (gpuPodPolicy.refuseVisibleDevicesEnv) ---------
@@ -1727,3 +1743,74 @@ def test_changing_one_weight_says_when_set_merges_into_a_profile(helm: Path, tmp
         {"name": "TesseraFragmentation", "weight": 5}, {"name": "TesseraDevices", "weight": 5}]
     readme = " ".join((CHART.parents[1] / "README.md").read_text().split())
     assert "with `-f` values holding `schedulerConfig.profiles`, Helm sets the key inside that list item" in readme
+
+
+# --- the secure port (kube-scheduler's 10259): HTTPS, delegated authentication and authorization ----
+
+TLS_DIR = "/etc/tessera-tls"
+TOKEN_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+
+
+def test_the_scheduler_serves_https_on_the_secure_port_with_delegated_auth(rendered: list[Obj]) -> None:
+    """As kube-scheduler deployments do: HTTPS on 10259, tokens checked with TokenReviews and paths
+    authorized with SubjectAccessReviews (the scheduler's ServiceAccount bound to
+    system:auth-delegator), the probes' paths always allowed; no plain HTTP port. The defaults are
+    the kustomize tree (test_default_values_render_exactly_the_kustomize_tree)."""
+    container = _containers(rendered, "Deployment", "tessera-scheduler")
+    args = run_cli_args(container["args"])
+    assert (args.secure_port, args.bind_address, args.tls_cert_file) == (10259, "0.0.0.0", None)
+    assert not any(a.startswith("--port") for a in container["args"])
+    assert {"/healthz", "/readyz"} <= set(args.authorization_always_allow_paths)  # the kubelet sends no token
+    assert container["ports"] == [{"name": "https", "containerPort": 10259, "protocol": "TCP"}]
+    for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
+        assert container[probe]["httpGet"] == {"path": path, "port": "https", "scheme": "HTTPS"}
+    service = find(rendered, "Service", "tessera-scheduler-metrics")
+    assert service["spec"]["ports"] == [{"name": "https", "port": 10259, "targetPort": "https", "protocol": "TCP"}]
+    delegator = find(rendered, "ClusterRoleBinding", "tessera-scheduler-auth-delegator")
+    assert delegator["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                    "name": "system:auth-delegator"}
+    assert delegator["subjects"] == [{"kind": "ServiceAccount", "name": "tessera-scheduler", "namespace": NAMESPACE}]
+    reader = find(rendered, "ClusterRole", "tessera-metrics-reader")
+    assert reader["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+    # bound to nobody until told whom: who scrapes is the cluster's choice
+    assert not [d for d in rendered if d.get("roleRef", {}).get("name") == "tessera-metrics-reader"]
+
+
+def run_cli_args(args: list[str]) -> argparse.Namespace:
+    """The container's args as `tessera run` parses them (an unknown or clashing flag exits)."""
+    from scheduler.cli import build_parser
+
+    return build_parser().parse_args(args)
+
+
+def test_a_tls_secret_is_mounted_and_served(helm: Path) -> None:
+    docs = helm_template(helm, {"scheduler": {"tls": {"secretName": "tessera-serving-cert"}}})
+    container = _containers(docs, "Deployment", "tessera-scheduler")
+    args = run_cli_args(container["args"])
+    assert (args.tls_cert_file, args.tls_private_key_file) == (f"{TLS_DIR}/tls.crt", f"{TLS_DIR}/tls.key")
+    assert {"name": "tls", "mountPath": TLS_DIR, "readOnly": True} in container["volumeMounts"]
+    volumes = find(docs, "Deployment", "tessera-scheduler")["spec"]["template"]["spec"]["volumes"]
+    assert {"name": "tls", "secret": {"secretName": "tessera-serving-cert"}} in volumes
+    # a new certificate Secret is a new pod template: the pods roll onto it
+    default = find(helm_template(helm), "Deployment", "tessera-scheduler")
+    assert "tls" not in {v["name"] for v in default["spec"]["template"]["spec"]["volumes"]}
+
+
+def test_the_service_monitor_verifies_the_certificate_when_given_a_ca(helm: Path) -> None:
+    tls = {"ca": {"secret": {"name": "tessera-ca", "key": "ca.crt"}},
+           "serverName": "tessera-scheduler-metrics.tessera-system.svc"}
+    docs = helm_template(helm, {"scheduler": {"tls": {"secretName": "tessera-serving-cert"}},
+                                "monitoring": {"serviceMonitor": {"enabled": True, "tlsConfig": tls}}})
+    [endpoint] = find(docs, "ServiceMonitor", "tessera-scheduler")["spec"]["endpoints"]
+    assert endpoint["tlsConfig"] == tls and endpoint["bearerTokenFile"] == TOKEN_FILE
+
+
+def test_the_metrics_reader_is_bound_to_the_named_prometheus(helm: Path) -> None:
+    account = {"name": "kube-prometheus-stack-prometheus", "namespace": "monitoring"}
+    docs = helm_template(helm, {"monitoring": {"prometheusServiceAccount": account}})
+    binding = find(docs, "ClusterRoleBinding", "tessera-metrics-reader")
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                  "name": "tessera-metrics-reader"}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", **account}]
+    error = helm_template_error(helm, {"monitoring": {"prometheusServiceAccount": {"name": "prometheus"}}})
+    assert "/monitoring/prometheusServiceAccount" in error and "namespace" in error, error

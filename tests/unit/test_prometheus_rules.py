@@ -136,9 +136,9 @@ def test_gpu_and_pending_pod_alerts_fire_under_a_leader_killed_more_often_than_t
     here) fire, once each (one series per job, not per replica)."""
     groups = _groups({"monitoring": {"prometheusRule": {"enabled": True, "unschedulableFor": "10m"}}})
     standby_pending = [0] * STEPS
-    series = (_replica("a:10251", A, tessera_devices__state_conflict=[1] * STEPS,
+    series = (_replica("a:10259", A, tessera_devices__state_conflict=[1] * STEPS,
                        scheduler_pending_pods__queue_unschedulable=[3 if v == 1 else 0 for v in A])
-              + _replica("b:10251", B, tessera_devices__state_conflict=[1] * STEPS,
+              + _replica("b:10259", B, tessera_devices__state_conflict=[1] * STEPS,
                          scheduler_pending_pods__queue_unschedulable=[3 if v == 1 else s for v, s in
                                                                        zip(B, standby_pending)]))
     conflict, pending = _alert(groups, "TesseraGPUConflict"), _alert(groups, "TesseraPodsUnschedulable")
@@ -165,8 +165,8 @@ def test_the_leader_filter_the_trial_saw_never_fires_under_the_same_failovers(tm
     rule = _alert(groups, "TesseraGPUConflict")
     rule["expr"] = (f'sum by (job) (tessera_devices{{job="{JOB}", state="conflict"}} '
                     f'and on (job, instance) (tessera_leader{{job="{JOB}"}} == 1)) > 0')
-    series = (_replica("a:10251", A, tessera_devices__state_conflict=[1] * STEPS)
-              + _replica("b:10251", B, tessera_devices__state_conflict=[1] * STEPS))
+    series = (_replica("a:10259", A, tessera_devices__state_conflict=[1] * STEPS)
+              + _replica("b:10259", B, tessera_devices__state_conflict=[1] * STEPS))
     checks: list[dict[str, Any]] = [{"eval_time": f"{m}m", "alertname": "TesseraGPUConflict", "exp_alerts": []} for m in range(1, 13)]
     done = _run_test(tmp_path, groups, series, checks)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -187,9 +187,9 @@ def test_a_stuck_term_fence_pages_through_a_failover_and_a_short_one_does_not(tm
     b: Timeline = [0] * 10 + [1] * 30  # leads from minute 5
     a_fence: Timeline = [0, 0] + [2] * 6 + [0] * 32
     b_fence: Timeline = [0] * 10 + [2] * 16 + [0] * 14  # fenced at minute 13
-    series = (_replica("a:10251", a, tessera_leader_fence_pending_pods=a_fence,
+    series = (_replica("a:10259", a, tessera_leader_fence_pending_pods=a_fence,
                        scheduler_pending_pods__queue_active=[0] * steps)
-              + _replica("b:10251", b, tessera_leader_fence_pending_pods=b_fence,
+              + _replica("b:10259", b, tessera_leader_fence_pending_pods=b_fence,
                          scheduler_pending_pods__queue_active=[0] * steps))
     labels = {"job": JOB, "severity": "critical"}
     checks: list[dict[str, Any]] = [
@@ -207,7 +207,7 @@ def test_a_stuck_term_fence_pages_through_a_failover_and_a_short_one_does_not(tm
     assert done.returncode == 0, done.stdout + done.stderr
 
     brief: Timeline = [0] * 4 + [2] * 2 + [0] * 34
-    series = _replica("a:10251", [1] * steps, tessera_leader_fence_pending_pods=brief)
+    series = _replica("a:10259", [1] * steps, tessera_leader_fence_pending_pods=brief)
     checks = [{"eval_time": f"{m}m", "alertname": "TesseraTermFenceStuck", "exp_alerts": []} for m in range(1, 20)]
     (tmp_path / "brief").mkdir()
     done = _run_test(tmp_path / "brief", groups, series, checks)
@@ -221,7 +221,7 @@ def test_no_replica_up_and_no_leader_are_told_apart(tmp_path: Path) -> None:
     `namespace` label, as a scrape config that does not set it gives: the install's rules read them.)"""
     groups = _groups({"scheduler": {"replicas": 3}})
     standing_by: Timeline = [0] * 14 + ["stale"] * 14
-    series = _replica("a:10251", standing_by) + _replica("b:10251", standing_by)
+    series = _replica("a:10259", standing_by) + _replica("b:10259", standing_by)
     no_leader, down = _alert(groups, "TesseraNoLeader"), _alert(groups, "TesseraSchedulerDown")
     standby = _alert(groups, "TesseraStandbyMissing")
     checks: list[dict[str, Any]] = [
@@ -251,7 +251,7 @@ def test_a_conflicting_scheduler_pages_from_its_first_write_seen_and_resolves_ha
     steps = 90  # 45 minutes
     leads: list[float | str] = [1] * steps
     writes: Timeline = ["_"] * 4 + [1] * 16 + [3] * (steps - 20)
-    series = _replica("a:10251", leads) + [_series("tessera_conflicting_scheduler_writes_total", "a:10251", writes,
+    series = _replica("a:10259", leads) + [_series("tessera_conflicting_scheduler_writes_total", "a:10259", writes,
                                                    lease="tessera-system/tessera")]
     groups = _groups()
     rule = _alert(groups, "TesseraConflictingScheduler")
@@ -287,8 +287,8 @@ def test_a_kind_read_as_empty_alerts_when_forbidden_or_when_tesseras_own_crd_is_
                    ("PodGroup", "unauthorized"): [0] * 6 + [1] * (steps - 6),
                    ("PodGroup.scheduling.k8s.io", "not_served"): [1] * steps,
                    ("PriorityClass", "forbidden"): off, ("Pod", "forbidden"): off}
-    series = _replica("a:10251", leads) + [
-        _series("tessera_informer_unavailable", "a:10251", timeline, kind=kind, reason=reason)
+    series = _replica("a:10259", leads) + [
+        _series("tessera_informer_unavailable", "a:10259", timeline, kind=kind, reason=reason)
         for (kind, reason), timeline in unavailable.items()]
     groups = _groups()
     rule = _alert(groups, "TesseraInformerUnavailable")
@@ -296,7 +296,7 @@ def test_a_kind_read_as_empty_alerts_when_forbidden_or_when_tesseras_own_crd_is_
     def firing(*kinds: tuple[str, str]) -> list[dict[str, Any]]:
         alerts = []
         for kind, reason in kinds:
-            labels = {"job": JOB, "instance": "a:10251", "kind": kind, "reason": reason, "severity": "warning"}
+            labels = {"job": JOB, "instance": "a:10259", "kind": kind, "reason": reason, "severity": "warning"}
             alerts.append({"exp_labels": labels, "exp_annotations": _annotations(rule, 1, labels)})
         return alerts
 
@@ -324,7 +324,7 @@ def _warns_once_through_failovers(tmp_path: Path, alert: str, metric: str, timel
     `firing_at`, and is gone at `resolved`. The rule, for the caller's own checks."""
     a, b = _failovers(STEPS, every=6, gap=2)
     groups = _groups()
-    series = _replica("a:10251", a, **{metric: timeline}) + _replica("b:10251", b, **{metric: timeline})
+    series = _replica("a:10259", a, **{metric: timeline}) + _replica("b:10259", b, **{metric: timeline})
     rule = _alert(groups, alert)
     firing = [{"exp_labels": {"job": JOB, "severity": "warning"},
                "exp_annotations": _annotations(rule, count, {"job": JOB})}]
@@ -366,8 +366,8 @@ def test_unhealthy_gpus_warn_after_their_for_through_failovers_and_resolve_when_
     assert "kubectl tessera nodes" in description and "Healthy=False" in description
     a, b = _failovers(STEPS, every=6, gap=2)
     flap: Timeline = [0] * 2 + [1] * 8 + [0] * (STEPS - 10)
-    series = (_replica("a:10251", a, tessera_devices__state_unhealthy=flap)
-              + _replica("b:10251", b, tessera_devices__state_unhealthy=flap))
+    series = (_replica("a:10259", a, tessera_devices__state_unhealthy=flap)
+              + _replica("b:10259", b, tessera_devices__state_unhealthy=flap))
     checks = [{"eval_time": f"{m}m", "alertname": "TesseraGPUUnhealthy", "exp_alerts": []} for m in range(1, 17)]
     done = _run_test(tmp_path, _groups(), series, checks)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -393,8 +393,8 @@ def test_two_installs_in_two_namespaces_scraped_under_one_job_are_alerted_on_apa
     values = {"scheduler": {"replicas": 2}}
     rules = [_groups(values), _groups(values, namespace=OTHER)]
     a2: Timeline = [0] * 20 + [1] * 20
-    series = (_in_namespace(NAMESPACE, _replica("10.0.0.1:10251", [1] * steps) + _replica("10.0.0.2:10251", a2))
-              + _in_namespace(OTHER, _replica("10.0.1.1:10251", [1] * steps)))  # its standby is missing
+    series = (_in_namespace(NAMESPACE, _replica("10.0.0.1:10259", [1] * steps) + _replica("10.0.0.2:10259", a2))
+              + _in_namespace(OTHER, _replica("10.0.1.1:10259", [1] * steps)))  # its standby is missing
     leaders = _alert(rules[0], "TesseraMultipleLeaders")
     labels = {"job": JOB, "namespace": NAMESPACE, "severity": "critical"}
     checks: list[dict[str, Any]] = [
@@ -419,8 +419,8 @@ def test_an_install_without_a_leader_or_without_a_replica_up_is_told_beside_a_he
     rules = [_groups(), _groups(namespace=OTHER)]
     own: Timeline = [0] * 14 + [1] * 14
     other: Timeline = [1] * 14 + ["stale"] * 14
-    series = (_in_namespace(NAMESPACE, _replica("10.0.0.1:10251", own) + _replica("10.0.0.2:10251", [0] * steps))
-              + _in_namespace(OTHER, _replica("10.0.1.1:10251", other)))
+    series = (_in_namespace(NAMESPACE, _replica("10.0.0.1:10259", own) + _replica("10.0.0.2:10259", [0] * steps))
+              + _in_namespace(OTHER, _replica("10.0.1.1:10259", other)))
     checks: list[dict[str, Any]] = [
         {"eval_time": "6m", "alertname": "TesseraNoLeader", "exp_alerts": [
             {"exp_labels": {"namespace": NAMESPACE, "severity": "critical"},
@@ -443,18 +443,18 @@ def test_bindings_decided_again_at_once_do_not_raise_the_binding_errors_alert(tm
     steps = 40  # 20 minutes
     groups = _groups()
     ones: Timeline = [1] * steps
-    outdated = _series("tessera_bindings_total", "a:10251", [3 * i for i in range(steps)], result="outdated")
-    quiet = _series("tessera_bindings_total", "a:10251", [0] * steps, result="error")
-    done = _run_test(tmp_path, groups, _replica("a:10251", ones) + [outdated, quiet], [
+    outdated = _series("tessera_bindings_total", "a:10259", [3 * i for i in range(steps)], result="outdated")
+    quiet = _series("tessera_bindings_total", "a:10259", [0] * steps, result="error")
+    done = _run_test(tmp_path, groups, _replica("a:10259", ones) + [outdated, quiet], [
         {"eval_time": "19m", "alertname": "TesseraBindingErrors", "exp_alerts": []}])
     assert done.returncode == 0, done.stdout + done.stderr
 
     # the contrast: one refusal every scrape (30 s) that is an error fires it after its `for`
-    failing = _series("tessera_bindings_total", "a:10251", list(range(steps)), result="error")
+    failing = _series("tessera_bindings_total", "a:10259", list(range(steps)), result="error")
     rule = _alert(groups, "TesseraBindingErrors")
     assert 'result="outdated"' in rule["annotations"]["description"]
     annotations = {key: text.replace("{{ $value | humanize }}", "33.33m") for key, text in rule["annotations"].items()}
-    done = _run_test(tmp_path, groups, _replica("a:10251", ones) + [outdated, failing], [
+    done = _run_test(tmp_path, groups, _replica("a:10259", ones) + [outdated, failing], [
         {"eval_time": "19m", "alertname": "TesseraBindingErrors",
          "exp_alerts": [{"exp_labels": {"job": JOB, "severity": "warning"}, "exp_annotations": annotations}]}])
     assert done.returncode == 0, done.stdout + done.stderr

@@ -59,7 +59,7 @@ def test_the_network_policies_select_the_scheduler_pods_on_their_probe_port() ->
         for deployment in (kustomize, chart):
             labels, ports = _pod_template(deployment)
             assert selector.items() <= labels.items(), labels
-            assert allowed == ports == {10251}
+            assert allowed == ports == {10259}
             assert deployment["metadata"]["namespace"] == policy["metadata"]["namespace"]
 
 

@@ -94,10 +94,13 @@ moves the server away from the probes (a restart loop), a second --config ignore
 {{- $args := .Values.scheduler.extraArgs | default list }}
 {{- range $args }}
 {{- $arg := toString . }}
-{{- range (list "--config" "--bind-address" "--port") }}
+{{- range (list "--config" "--bind-address" "--secure-port" "--tls-cert-file" "--tls-private-key-file") }}
 {{- if or (eq $arg .) (hasPrefix (printf "%s=" .) $arg) }}
-{{- fail (printf "scheduler.extraArgs: %s is set by the chart (the ConfigMap, the pod IP and scheduler.port, where the probes and the Service look): use schedulerConfig or scheduler.port" .) }}
+{{- fail (printf "scheduler.extraArgs: %s is set by the chart (the ConfigMap, the pod IP, scheduler.port where the probes and the Service look, and scheduler.tls.secretName's files): use schedulerConfig, scheduler.port or scheduler.tls.secretName" .) }}
 {{- end }}
+{{- end }}
+{{- if or (eq $arg "--port") (hasPrefix "--port=" $arg) }}
+{{- fail "scheduler.extraArgs: --port serves plain HTTP, which the chart keeps out (tessera run takes it or --secure-port, not both): the scheduler serves HTTPS on scheduler.port" }}
 {{- end }}
 {{- end }}
 {{- if and .Values.scheduler.replaceDefaultScheduler (not (has "--replace-default-scheduler" $args)) }}
