@@ -1791,7 +1791,7 @@ def test_a_tls_secret_is_mounted_and_served(helm: Path) -> None:
     assert {"name": "tls", "mountPath": TLS_DIR, "readOnly": True} in container["volumeMounts"]
     volumes = find(docs, "Deployment", "tessera-scheduler")["spec"]["template"]["spec"]["volumes"]
     assert {"name": "tls", "secret": {"secretName": "tessera-serving-cert"}} in volumes
-    # a new certificate Secret is a new pod template: the pods roll onto it
+    # without a Secret, nothing is mounted (the scheduler makes its own self-signed certificate)
     default = find(helm_template(helm), "Deployment", "tessera-scheduler")
     assert "tls" not in {v["name"] for v in default["spec"]["template"]["spec"]["volumes"]}
 
