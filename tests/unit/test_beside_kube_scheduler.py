@@ -85,7 +85,7 @@ def _started(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
 
     started: list[str] = []
 
-    async def main(args: Any, config: Any) -> int:
+    async def main(args: Any, config: Any, tls: Any) -> int:
         started.append(config.source)
         return 0
 

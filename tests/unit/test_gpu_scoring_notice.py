@@ -127,7 +127,7 @@ def _started(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """`tessera run`'s start-up after the checks, without connecting."""
     from scheduler.kube import run_cli
 
-    async def main(args: Any, config: Any) -> int:
+    async def main(args: Any, config: Any, tls: Any) -> int:
         return 0
 
     monkeypatch.setattr(run_cli, "_main", main)
