@@ -146,9 +146,9 @@ def build_parser() -> argparse.ArgumentParser:
                            "re-submitting objects that exist already would do")
     _installed(what)  # its Lease says who schedules the pending pods now (the Leader: line)
     what.set_defaults(func=_what_if)
-    back = command("rollback-check", "before rolling back to a version without tessera.dev/held-devices: the "
-                                     "pods whose GPUs it would take for free (exit 1 when there are any); it reads "
-                                     "every namespace, -n does not narrow it")
+    back = command("rollback-check", "before rolling back to a build without tessera.dev/held-devices (before "
+                                     f"{rollback.HELD_DEVICES_SINCE}): the pods whose GPUs it would take for free "
+                                     "(exit 1 when there are any); it reads every namespace, -n does not narrow it")
     back.set_defaults(func=_rollback_check)
     return parser
 

@@ -27,6 +27,10 @@ from scheduler.core.objects import ObjectError, Pod, in_terminal_phase, parse_po
 from scheduler.core.state.cluster import pod_holds
 from scheduler.view.text import columns
 
+# the commit that brought tessera.dev/held-devices: a rollback target from it on reads both annotations,
+# so the verdict names the builds it is about (the check cannot know which one an operator goes to)
+HELD_DEVICES_SINCE = "6ba0c29"
+
 # a device's hold by one pod: None whole, else per dimension its slices held at the same time
 # added up (`_holds`; "" for slices whose grant names no dimension)
 Hold = dict[str, Amount] | None
@@ -57,7 +61,8 @@ class RollbackCheck:
         count = f"{len(self.pods)} pods hold" if len(self.pods) != 1 else "1 pod holds"
         return (f"{count} devices an older version cannot "
                 f"see (it reads {ann.DEVICES} alone and would give them to another pod): not safe to roll back to "
-                f"a version without {ann.HELD_DEVICES} until they end")
+                f"a build without {ann.HELD_DEVICES} (before {HELD_DEVICES_SINCE}) until they end; a build from "
+                f"{HELD_DEVICES_SINCE} on reads both, and this check does not apply to it")
 
 
 def check(objects: Iterable[Mapping[str, Any]]) -> RollbackCheck:

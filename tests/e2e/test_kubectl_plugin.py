@@ -491,8 +491,9 @@ async def test_rollback_check_lists_a_pod_whose_edit_dropped_a_held_gpu(clean_cl
         assert (status, err) == (1, ""), err
         assert f"{namespace}/cls1   rollback-1   {given}\n" in out, out
         assert out.endswith("1 pod holds devices an older version cannot see (it reads tessera.dev/devices alone and "
-                            "would give them to another pod): not safe to roll back to a version without "
-                            "tessera.dev/held-devices until they end\n"), out
+                            "would give them to another pod): not safe to roll back to a build without "
+                            "tessera.dev/held-devices (before 6ba0c29) until they end; a build from 6ba0c29 on "
+                            "reads both, and this check does not apply to it\n"), out
         status, out, _ = await _plugin(clean_cluster, "rollback-check", "-o", "json")
         assert status == 1 and orjson.loads(out)["pods"] == [
             {"pod": f"{namespace}/cls1", "node": "rollback-1", "unseenDevices": [given]}]

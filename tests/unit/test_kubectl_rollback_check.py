@@ -77,8 +77,9 @@ def test_a_pod_whose_edit_dropped_a_held_gpu_makes_the_rollback_unsafe(
     assert out == ("POD             NODE   DEVICES AN OLDER VERSION WOULD SEE FREE\n"
                    "team-a/edited   n1     gpu-0\n\n"
                    "1 pod holds devices an older version cannot see (it reads tessera.dev/devices alone and would "
-                   "give them to another pod): not safe to roll back to a version without tessera.dev/held-devices "
-                   "until they end\n")
+                   "give them to another pod): not safe to roll back to a build without tessera.dev/held-devices "
+                   "(before 6ba0c29) until they end; a build from 6ba0c29 on reads both, and this check does not "
+                   "apply to it\n")
     assert [c.path for c in api.of("GET")] == ["/version", PODS.path]  # every namespace's pods, read only
 
 
