@@ -157,12 +157,16 @@ class Evictor:
         write cut mid-request may still land, so the Lease must then be left to expire."""
         return await self._flights.drain(timeout)
 
-    def abandon(self) -> None:
+    def abandon(self) -> list[str]:
         """The lease is lost: nothing decided so far is ours to write any more, and a later term may
-        be handed the same victims again."""
+        be handed the same victims again. Returns the victims (namespace/name, sorted) whose
+        eviction was under way, for the hand-over's line."""
+        victims = sorted(eviction.key for preemption in set(self._preemptions.values())
+                         for eviction in preemption.evictions if self._preemptions.get(eviction.uid) is preemption)
         for preemption in set(self._preemptions.values()):
             preemption.abandoned = True
         self._preemptions.clear()
+        return victims
 
     async def run(self) -> None:
         """Carry out what is submitted, each preemption in a task of its own, until cancelled."""

@@ -45,6 +45,7 @@ from scheduler.kube.startup_gc import collect_after_sync
 from scheduler.kube.held import HeldDevicesWriter
 from scheduler.kube.status import SCHEDULER_ERROR, UNSCHEDULABLE, WAITING_FOR_ALLOCATION, StatusWriter
 from scheduler.kube.untold import UntoldNotices
+from scheduler.first_few import first_few
 from scheduler.logs import describe_error
 
 log = structlog.get_logger("tessera.loop")
@@ -56,6 +57,7 @@ FLUSH_UNSCHEDULABLE_EVERY = 30.0
 FINISH_GANG_EVICTIONS_EVERY = 5.0  # a refused finishing eviction is tried again this often, not in a loop
 IDLE_WAKE_SECONDS = 1.0  # the cycles look again at least this often (backoff expiries, flushes)
 CYCLES_BEFORE_YIELD = 16
+ABANDONED_NAMED = 5  # pods `leader.abandoned` names of each kind; the counts say how many there were
 
 _API_VERSIONS = {"Pod": "v1", "Node": "v1", "ExtendedResource": "tessera.dev/v1alpha1",
                  "ResourceClass": "tessera.dev/v1alpha1", "PodGroup": PODGROUP_API_VERSIONS[PLUGINS_API],
@@ -364,8 +366,8 @@ class SchedulerLoop:
         (a wish dropped here would otherwise wait for the group's next change, which a finished
         job never has)."""
         self._leading_since = None
+        self._log_abandoned(self.evictor.abandon())
         self.core.abandon_deferred(time.time())
-        self.evictor.abandon()
         self.statuses.reset()
         self._classes_written = -1  # and every ResourceClass's
         self._groups_settled.clear()
@@ -379,6 +381,19 @@ class SchedulerLoop:
         self.hooks.on_queue(dict.fromkeys(self.core.pending_counts(), 0), {})
         self.core.abandon_evictions(time.time())
         self._finish_due = 0.0
+
+    def _log_abandoned(self, victims: list[str]) -> None:
+        """One line at the hand-over saying what this term leaves undone (an SRE trial: after
+        `leader.lost` nothing said it, and a Binding held at the allocation gate is dropped with no
+        line of its own): the Bindings decided and not known bound (held, or in flight: each of
+        those ends later with its own binder.given_up or binder.withdrawn line), the evictions
+        under way (`victims`), and a few pods of each. The new leader decides them afresh."""
+        pods = sorted(attempt.pod.key for _profile, _seconds, attempt, _at in self._binding_attempts.values())
+        level = log.warning if pods or victims else log.info
+        level("leader.abandoned", bindings=len(pods), bindings_in_flight=self.binder.in_flight,
+              evictions=len(victims), pods=first_few(pods, ABANDONED_NAMED), victims=first_few(victims, ABANDONED_NAMED),
+              message="this replica stopped leading: it sends none of these Bindings again and writes none of "
+              "these evictions; the new leader decides their pods afresh")
 
     def _submit_released(self) -> None:
         """Bindings the allocation gate held back and has now let through (only while leading, and

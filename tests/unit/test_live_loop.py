@@ -564,3 +564,43 @@ async def test_a_binding_adopts_only_the_version_its_pods_own_status_write_left(
     assert not api.pod("default", "p")["spec"].get("nodeName")  # refused (409), decided again: a gang of 2 waits
     assert [e["event"] for e in logs if str(e["event"]).startswith("binder.")] == ["binder.pod_changed"]
     assert len(api.of("POST", "/binding")) == 1  # the new decision saw the gang: nothing sent alone
+
+
+async def test_a_leader_that_loses_the_lease_says_what_it_abandoned() -> None:
+    """SRE trial: a leader lost its Lease with Bindings pending and dropped them silently: after
+    `leader.lost` nothing said what the old leader abandoned (a Binding held at the allocation gate
+    ends with no line at all). One line at the hand-over counts the Bindings not bound yet (held,
+    or in flight: those end with their own binder.given_up/withdrawn line) and the evictions under
+    way, and names a few of their pods."""
+    from datetime import datetime, timezone
+    from pathlib import Path
+
+    heartbeat = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    api = FakeApi()
+    api.lists["/api/v1/nodes"] = [b.node("n", gpus=2)]
+    api.lists["/apis/tessera.dev/v1alpha1/extendedresources"] = [
+        b.device("n", i, heartbeat=heartbeat) for i in range(2)]
+    api.lists["/apis/tessera.dev/v1alpha1/resourceclasses"] = [b.resource_class("v100", match_labels={"model": "V100"})]
+    for name in ("p0", "p1"):  # p0's Binding never answers; the allocation gate holds p1's meanwhile
+        api.add_pod(b.pod(name, limits={"class.tessera.dev/v100": 1}))
+    api.fail_next("POST", "/binding", stall=True)
+    victim = b.pod("victim", node_name="m", phase="Running")
+    api.add_pod(victim)
+    api.fail_next("PATCH", "/pods/victim", stall=True)  # its preemption's first write never answers
+    binpack = str(Path(__file__).resolve().parents[2] / "config" / "binpack.yaml")
+    loop = SchedulerLoop(load_config(binpack), KubeHttp(api), KubeHttp(api), identity="t")  # type: ignore[arg-type]
+    with structlog.testing.capture_logs() as logs:
+        async with anyio.create_task_group() as owner:
+            owner.start_soon(loop.run)
+            await until(lambda: loop.binder.in_flight == 1 and len(loop.core.held()) == 1)
+            loop.evictor.submit([Eviction("default", "victim", victim["metadata"]["uid"], "preemptor-uid",
+                                          "tessera", "m")])
+            await until(lambda: api.stalled == 2)
+            loop.lost_leadership()
+            owner.cancel_scope.cancel()
+    abandoned = [entry for entry in logs if entry["event"] == "leader.abandoned"]
+    assert len(abandoned) == 1, logs
+    line = abandoned[0]
+    assert line["log_level"] == "warning"
+    assert (line["bindings"], line["bindings_in_flight"], line["evictions"]) == (2, 1, 1), line
+    assert (line["pods"], line["victims"]) == ("default/p0, default/p1", "default/victim"), line
