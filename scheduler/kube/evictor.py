@@ -131,6 +131,10 @@ class Evictor:
         self._preemptions: dict[str, _Preemption] = {}  # victim uid -> the live preemption evicting it
         self._send, self._receive = anyio.create_memory_object_stream[_Preemption](1_000_000)
         self._flights = InFlight()  # preemptions submitted and not ended; those cut short mid-way
+        # victim uid -> the refusal last logged for it and how many refusals it had so far: a
+        # refused victim is preempted again and again (the preemptor is activated, as upstream's),
+        # and its `evictor.refused` line is written once per change, not once per try
+        self._refusals: dict[str, tuple[str, int]] = {}
         self.evicted = 0
 
     @property
@@ -245,7 +249,7 @@ class Evictor:
         except _Abandoned:
             return
         except _Failed as err:
-            log.warning("evictor.refused", pod=eviction.key, error=str(err))
+            self._refused(eviction, str(err))
             if self._preemptions.get(eviction.uid) is preemption:
                 del self._preemptions[eviction.uid]
                 self.on_failed(eviction, str(err))
@@ -255,7 +259,7 @@ class Evictor:
     def _fail(self, preemption: _Preemption, reason: str) -> None:
         """A victim cannot be marked: none of this preemption's victims is deleted."""
         for eviction in preemption.evictions:
-            log.warning("evictor.refused", pod=eviction.key, error=reason)
+            self._refused(eviction, reason)
             if self._preemptions.get(eviction.uid) is preemption:
                 del self._preemptions[eviction.uid]
                 self.on_failed(eviction, reason)
@@ -366,9 +370,26 @@ class Evictor:
                                        content_type=STRATEGIC_PATCH, limited=False,
                                        resend=lambda: self._still_in_term(preemption))
 
+    def _refused(self, eviction: Eviction, reason: str) -> None:
+        """`evictor.refused` once per victim and refusal: upstream logs every failed PreemptPod and
+        activates the preemptor, whose next cycle preempts the same victim again (an SRE trial saw
+        an admission policy's refusal logged 50 times in a few minutes). The retries go on; a
+        refusal that changes is logged again, with how many came before."""
+        last, count = self._refusals.get(eviction.uid, ("", 0))
+        self._refusals[eviction.uid] = (reason, count + 1)
+        if reason != last:
+            log.warning("evictor.refused", pod=eviction.key, error=reason, **({"refused_before": count} if count else {}))
+
+    def forget(self, uid: str) -> None:
+        """The pod is gone (its watch event): its refusals no longer need remembering."""
+        self._refusals.pop(uid, None)
+
     def _done(self, preemption: _Preemption, eviction: Eviction, *, deleted: bool) -> None:
         if self._preemptions.get(eviction.uid) is preemption:
             del self._preemptions[eviction.uid]
+        refused = self._refusals.pop(eviction.uid, None)
+        if refused is not None:  # the refusal logged once is over: say so, once
+            log.info("evictor.refusal_ended", pod=eviction.key, refused=refused[1], last_error=refused[0])
         self.evicted += deleted
         log.info("evictor.evicted" if deleted else "evictor.already_gone", pod=eviction.key, node=eviction.node,
                  preemptor=eviction.preemptor, preemptor_uid=eviction.preemptor_uid,

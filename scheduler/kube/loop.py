@@ -291,6 +291,7 @@ class SchedulerLoop:
             if event_type == "DELETED":  # a held Binding that will never be sent
                 uid = str(meta.get("uid", ""))
                 self.held.pod_gone(uid)
+                self.evictor.forget(uid)
                 self._binding_attempts.pop(uid, None)
                 self._carried_seconds.pop(uid, None)
                 self._placement_answered(uid, None)

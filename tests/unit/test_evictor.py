@@ -340,3 +340,46 @@ async def test_the_evicted_log_line_names_the_preemptor_by_name_and_uid() -> Non
     [evicted] = [entry for entry in logs if entry["event"] == "evictor.evicted"]
     assert (evicted["pod"], evicted["node"], evicted["preemptor"], evicted["preemptor_uid"]) == (
         "default/batch-0", "n1", "team-a/urgent", preemptor.uid)
+
+
+async def test_a_victim_refused_again_and_again_is_logged_once_per_refusal() -> None:
+    """SRE trial: an admission policy refused a victim's DELETE, and as upstream activates the
+    preemptor after a failed PreemptPod (executor.go prepareCandidateAsync), each new preemption of
+    the same victim logged `evictor.refused` again: about 15 warnings in 1.2 s, then one every 5 s.
+    The retries stay; the log says each victim's refusal once, again when its refusal changes,
+    and once when its eviction finally goes through (with how many refusals came before)."""
+    api = FakeApi()
+    eviction = _victim(api)
+    failed: list[str] = []
+    evictor = Evictor(api, lambda e, deleted: None, lambda e, reason: failed.append(reason),  # type: ignore[arg-type]
+                      retry_seconds=0.01)
+    with capture_logs() as logs:
+        for round_, message in enumerate(["denied by policy A"] * 3 + ["denied by policy B"] * 2):
+            api.handlers[:] = [lambda call, message=message: Response(
+                403, b'{"kind":"Status","status":"Failure","message":"' + message.encode() + b'"}')
+                if call.method == "DELETE" else None]
+            evictor.submit([eviction])
+            await _run(evictor, lambda round_=round_: len(failed) == round_ + 1, rounds=30)
+        api.handlers.clear()
+        evictor.submit([eviction])
+        await _run(evictor, lambda: evictor.evicted == 1, rounds=30)
+    assert len(failed) == 5 and len(api.of("DELETE")) == 6  # every preemption still tries the victim
+    refused = [entry for entry in logs if entry["event"] == "evictor.refused"]
+    assert [(entry["log_level"], entry["error"], entry.get("refused_before")) for entry in refused] == [
+        ("warning", "HTTP 403: denied by policy A", None),
+        ("warning", "HTTP 403: denied by policy B", 3)], refused
+    [ended] = [entry for entry in logs if entry["event"] == "evictor.refusal_ended"]
+    assert (ended["log_level"], ended["pod"], ended["refused"], ended["last_error"]) == (
+        "info", "default/victim", 5, "HTTP 403: denied by policy B"), ended
+
+
+def test_a_deleted_pod_leaves_no_refusal_behind() -> None:
+    """The refusals remembered for the once-per-change line go with the pod's DELETED event, so a
+    victim deleted by someone else is not remembered for ever."""
+    api = FakeApi()
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="t")  # type: ignore[arg-type]
+    pod = b.pod("victim", node_name="n1", phase="Running")
+    loop._apply("ADDED", pod)
+    loop.evictor._refused(Eviction("default", "victim", pod["metadata"]["uid"], "p-uid", "tessera", "n1"), "HTTP 403: no")
+    loop._apply("DELETED", pod)
+    assert not loop.evictor._refusals
