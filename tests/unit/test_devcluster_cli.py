@@ -284,3 +284,45 @@ def test_a_stop_signal_that_lands_inside_the_wait_ends_it() -> None:
         cli.time.sleep = original
     assert stop.signals == [signal.SIGINT]
     assert not cli.StopRequest().wait(0.05)  # nothing asked: the wait times out
+
+
+class RestartedPlane(StartedPlane):
+    """Gets SIGUSR1 (through the handler dev-cluster installed) at its first health check, counts
+    the kube-apiserver restarts, then reports a component dead so the command stops."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)
+        self.server = "https://127.0.0.1:6443"
+        self.checks = 0
+        self.restarts = 0
+        RestartedPlane.last = self
+
+    last: RestartedPlane | None = None
+
+    def restart_apiserver(self) -> None:
+        self.restarts += 1
+
+    def dead_components(self) -> list[str]:
+        self.checks += 1
+        if self.checks == 1:
+            handler = signal.getsignal(signal.SIGUSR1)
+            assert callable(handler), f"SIGUSR1 is not handled ({handler!r}): it would end dev-cluster"
+            handler(signal.SIGUSR1, None)  # `kill -USR1 <dev-cluster pid>`, as it lands
+            return []
+        return ["etcd"]
+
+
+def test_sigusr1_restarts_the_apiserver_and_keeps_the_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              caplog: pytest.LogCaptureFixture) -> None:
+    """SRE trial: dev-cluster tears the whole plane down when any component exits, so the
+    runbook's apiserver restart (operations.md) could not be rehearsed on it. SIGUSR1 restarts
+    kube-apiserver on the same port with etcd's data kept (`LocalControlPlane.restart_apiserver`,
+    as the e2e tests do), the rest of the plane left running; the handler goes with the command."""
+    before = signal.getsignal(signal.SIGUSR1)
+    monkeypatch.setattr(cli, "LocalControlPlane", RestartedPlane)
+    caplog.set_level(logging.INFO, logger="scheduler.kube")
+    assert cli.run(_args(tmp_path / "dev")) == 1  # ended by the component reported dead after
+    plane = RestartedPlane.last
+    assert plane is not None and (plane.restarts, plane.checks) == (1, 2)
+    assert "kube-apiserver restarted on the same address: https://127.0.0.1:6443" in caplog.messages
+    assert signal.getsignal(signal.SIGUSR1) == before

@@ -44,7 +44,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         description=(
             "Start a local Kubernetes control plane (etcd, kube-apiserver, optionally "
             "kube-controller-manager and kube-scheduler) with Tessera's CRDs and fake GPU nodes. "
-            "Prints 'ready: <kubeconfig>' on stdout, then runs until interrupted."
+            "Prints 'ready: <kubeconfig>' on stdout, then runs until interrupted; SIGUSR1 restarts "
+            "kube-apiserver alone on the same address (etcd keeps the data)."
         ),
     )
     parser.add_argument(
@@ -261,6 +262,10 @@ def _run_locked(args: argparse.Namespace, directory: Path, temporary: bool) -> i
     stop = StopRequest()
     # SIGHUP too: a closed terminal or SSH session must not leave the plane running
     previous = {sig: signal.signal(sig, stop.request) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    # SIGUSR1: restart kube-apiserver alone, so operations.md's apiserver restart can be rehearsed
+    # (a component that exits by itself ends the plane); asked as a stop is, without a lock
+    restart = StopRequest()
+    previous[signal.SIGUSR1] = signal.signal(signal.SIGUSR1, restart.request)
     plane = LocalControlPlane(
         directory,
         with_controller_manager=args.with_controller_manager,
@@ -282,6 +287,11 @@ def _run_locked(args: argparse.Namespace, directory: Path, temporary: bool) -> i
         log.info("export KUBECONFIG=%s ; press Ctrl-C to stop", plane.kubeconfig)
         _say_where_kubectl_is(plane.binaries.kubectl)
         while not stop.wait(1.0):
+            if restart.signals:
+                restart.signals.clear()
+                log.info("restarting kube-apiserver (SIGUSR1); etcd keeps the data, the rest keeps running")
+                plane.restart_apiserver()
+                log.info("kube-apiserver restarted on the same address: %s", plane.server)
             dead = plane.dead_components()
             if dead:
                 log.error("component(s) exited unexpectedly: %s; see logs in %s", ", ".join(dead), directory)
