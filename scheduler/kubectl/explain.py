@@ -791,7 +791,9 @@ def _slice_room(state: ClusterState, pod: Pod, info: NodeInfo, reason: str) -> s
     spread over several does not add up, and the planner takes whole units), beside the slices
     asked (each container's when several ask: those running together add up on a GPU they
     share), and the matching GPUs that take no slice (held whole, cordoned, a deviceID named
-    twice, unhealthy, no capacity of the class's dimension), or that none matches: the rooms and
+    twice, unhealthy, no capacity of the class's dimension, idle beyond the node's
+    `nvidia.com/gpu` count, or in use where its pods use more GPUs than it counts: an idle GPU's
+    room beside a used-up count is none the pod could get), or that none matches: the rooms and
     reasons are the planner's (`slice_rooms`), so explain cannot tell another story. Upstream's
     reason names the resource alone, and the pod's condition counts the nodes by it
     (`4 Insufficient <resource>`), so only explain says it (a HAMi team's trial: 14Gi asked with

@@ -105,3 +105,38 @@ def test_explain_tells_a_duplicate_device_id_from_a_cordoned_gpu() -> None:
     assert result.dry_run.nodes[0].detail == (
         f"Insufficient {SHARED}: largest free slice on one GPU: 13Gi (14Gi asked); matching GPUs that take no "
         "slice: 1 held whole, 1 cordoned, 2 deviceID named twice, 1 unhealthy")
+
+
+def _count_used_up(big: int) -> list[dict[str, Any]]:
+    """Node n counts 2 GPUs: GPU 0 (16Gi) has 14Gi held (2Gi free), GPU 1 (16Gi) is idle, and a
+    plain `nvidia.com/gpu: 1` pod takes the count's other GPU, so a slice may go on GPU 0 alone
+    (the planner's `count_short`). `big` GiB are asked."""
+    devices = [b.device("n", i, memory="16Gi") for i in range(2)]
+    return [b.resource_class("v100-shared", match_labels={"model": "V100"},
+                             sharing={"dimension": "memory", "unit": "1Gi"}),
+            b.node("n", gpus=2), *devices, _holder("a", devices[0], SHARED, 14),
+            b.pod("plain", limits={"nvidia.com/gpu": 1}, node_name="n", phase="Running"),
+            b.pod("big", limits={SHARED: big})]
+
+
+def test_explain_counts_no_room_of_an_idle_gpu_the_nodes_count_cannot_make_busy() -> None:
+    """The count used up, the idle GPU's 16Gi is no room the pod could get: 'largest free slice
+    on one GPU: 16Gi (4Gi asked)' beside 'Insufficient' read as a planner fault. The room of the
+    GPU in use is named, and the idle one is told apart as beyond the node's count."""
+    result = explaining.explain(_count_used_up(4), "default/big", config(BINPACK), [], 0.0)
+    assert result is not None and result.dry_run is not None and result.dry_run.node == ""
+    assert result.dry_run.nodes[0].detail == (
+        f"Insufficient {SHARED}: largest free slice on one GPU: 2Gi (4Gi asked); "
+        "matching GPUs that take no slice: 1 idle beyond the node's nvidia.com/gpu count")
+
+
+def test_explain_names_no_room_when_only_idle_gpus_beyond_the_count_have_it() -> None:
+    """GPU 0 held whole instead: no GPU in use takes a slice, so no room is named at all."""
+    objs = _count_used_up(4)
+    objs[-3] = _holder("a", objs[2], WHOLE, None)
+    objs.insert(0, b.resource_class("v100", match_labels={"model": "V100"}))
+    result = explaining.explain(objs, "default/big", config(BINPACK), [], 0.0)
+    assert result is not None and result.dry_run is not None and result.dry_run.node == ""
+    assert result.dry_run.nodes[0].detail == (
+        f"Insufficient {SHARED}: matching GPUs that take no slice: 1 held whole, "
+        "1 idle beyond the node's nvidia.com/gpu count")

@@ -183,11 +183,41 @@ def _check_under_count(seed: int) -> None:
     state = core.state
     info = state.nodes["n"]
     counts = state.count_room(info)
+    rooms = _rooms(core)
+    largest = max((max(room, 0) // GI for room in rooms.values() if not isinstance(room, str)), default=0)
     planner = DevicePlanner(state)
     for units in range(1, 18):
         allowed = any(not isinstance(room, str) and room >= units * GI and not count_short(
             info, state.devices[name].resource_name, 0 if name in state.ledger.use and state.ledger.use[name].busy else 1,
-            0, counts.get(state.devices[name].resource_name)) for name, room in _rooms(core).items())
+            0, counts.get(state.devices[name].resource_name)) for name, room in rooms.items())
         plan = planner.plan(prepare(parse_pod(b.pod(f"p{units}", limits={SHARED: units})), state.classes).device_requests,
                             info)
         assert (not isinstance(plan, str)) == allowed, (seed, units, plan)
+        # explain's story is the planner's: the largest room `slice_rooms` gives holds the slice
+        assert allowed == (units <= largest), (seed, units, rooms)
+
+
+def test_an_idle_gpu_the_nodes_count_cannot_make_busy_takes_no_slice() -> None:
+    """Node n counts 2 GPUs: GPU 0 has a 10Gi slice, GPUs 1 and 2 are idle, and a plain
+    `nvidia.com/gpu: 1` pod takes the count's other GPU. The planner gives no slice on an idle GPU
+    then (`count_short`); `slice_rooms` gave their whole 16Gi, which explain printed beside
+    'Insufficient'. Freeing the count (the plain pod gone) gives them their room back."""
+    devices = [b.device("n", i, memory="16Gi") for i in range(3)]
+    plain = b.pod("plain", limits={"nvidia.com/gpu": 1}, node_name="n", phase="Running")
+    objects = [*_classes(), b.node("n", gpus=2), *devices, _holder("a", devices[0], 10)]
+    names = [device["metadata"]["name"] for device in devices]
+    beyond = "idle beyond the node's nvidia.com/gpu count"
+    assert _rooms(_core([*objects, plain])) == {names[0]: 6 * GI, names[1]: beyond, names[2]: beyond}
+    assert _rooms(_core(objects)) == {names[0]: 6 * GI, names[1]: 16 * GI, names[2]: 16 * GI}
+
+
+def test_no_gpu_takes_a_slice_where_the_nodes_pods_use_more_gpus_than_it_counts() -> None:
+    """Node n's count cut to 1 under two GPUs with a slice each (an edited allocatable): the
+    planner gives no slice even beside theirs (`count_short` with nothing added), and
+    `slice_rooms` gave their free room, which explain printed beside 'Insufficient' (seed 9 of the
+    differential above)."""
+    devices = [b.device("n", i, memory="16Gi") for i in range(2)]
+    core = _core([*_classes(), b.node("n", gpus=1), *devices, _holder("a", devices[0], 10),
+                  _holder("c", devices[1], 12)])
+    reason = "in use on a node whose nvidia.com/gpu count is below its pods' GPUs"
+    assert _rooms(core) == {device["metadata"]["name"]: reason for device in devices}

@@ -269,9 +269,9 @@ class DevicePlanner:
                         # costs nothing more, and its room is no other pod's
                         fitting.append(((0, 0, 0, others(device), device.name), device))
                         continue
-                    if device.name not in sliced and not _busy(device_use) and count_short(
-                            info, device.resource_name, newly_busy.get(device.resource_name, 0) + 1,
-                            held_busy.get(device.resource_name, 0), rooms.get(device.resource_name)):
+                    if device.name not in sliced and beyond_count(
+                            info, device, device_use, rooms, newly_busy.get(device.resource_name, 0),
+                            held_busy.get(device.resource_name, 0)):
                         continue  # one GPU more in use than the count has: a used GPU may still take the slice
                     cost = _count_cost(device_use, ledger.held_only, vacating) \
                         if holds_here and device.name not in sliced else 0
@@ -331,14 +331,41 @@ def slice_room(ledger: DeviceLedger, device: Device, dimension: str) -> Amount |
 
 def slice_rooms(state: ClusterState, info: NodeInfo, cls: ResourceClass) -> dict[str, Amount | str]:
     """Each GPU of the node sharing class `cls` matches (any health; a ghost matches no class),
-    by name: the room it has for a new slice of the class (`slice_room`), or why it takes none
-    (`Device.unschedulable_because`, else `slice_room`'s reason). A container's slice goes on
-    one GPU, so the rooms do not add up; empty when no GPU of the node matches the class."""
+    by name: the room it has for a new pod's slice of the class (`slice_room`), or why it takes
+    none (`Device.unschedulable_because`, else `slice_room`'s reason, else idle while the node's
+    count has no GPU left to make busy, `beyond_count`, or in use while the node's pods use more
+    GPUs than it counts, `count_short` with nothing added: the planner gives no slice there). A
+    container's slice goes on one GPU, so the rooms do not add up; empty when no GPU of the node
+    matches the class."""
     assert cls.sharing is not None
     dimension = cls.sharing.dimension
     matches = state.classes.device_classes
-    return {device.name: device.unschedulable_because or slice_room(state.ledger, device, dimension)
-            for device in info.devices.values() if cls.name in matches.get(device.name, ())}
+    ledger = state.ledger
+    counts = state.count_room(info)
+    rooms: dict[str, Amount | str] = {}
+    for device in info.devices.values():
+        if cls.name not in matches.get(device.name, ()):
+            continue
+        room = device.unschedulable_because or slice_room(ledger, device, dimension)
+        resource = device.resource_name
+        if not isinstance(room, str):
+            if beyond_count(info, device, ledger.use.get(device.name), counts):
+                room = f"idle beyond the node's {resource} count"
+            elif count_short(info, resource, 0, 0, counts.get(resource)):
+                room = f"in use on a node whose {resource} count is below its pods' GPUs"
+        rooms[device.name] = room
+    return rooms
+
+
+def beyond_count(info: NodeInfo, device: Device, use: DeviceUse | None, rooms: Mapping[str, int],
+                 newly_busy: int = 0, held_busy: int = 0) -> bool:
+    """Whether a slice on `device` (in `use`) would make it one GPU more busy than the node's
+    count of its resource name has room for (`count_short`), beside the `newly_busy` GPUs the pod
+    makes busy already and the `held_busy` it shares with holds only; `rooms`:
+    `ClusterState.count_room`. The planner gives no slice there — a GPU in use still may take
+    it, costing the count nothing — and explain names it so (`slice_rooms`)."""
+    return not _busy(use) and count_short(info, device.resource_name, newly_busy + 1, held_busy,
+                                          rooms.get(device.resource_name))
 
 
 def _vacating(state: ClusterState, use: DeviceUse | None) -> bool:
