@@ -377,8 +377,8 @@ def class_free(state: ClusterState, info: NodeInfo, cls: ResourceClass, own: Set
     planner's: a slice there makes one more GPU busy; the fullest-roomed first)."""
     ledger = state.ledger
     sharing = cls.sharing
-    free: Counter[str] = Counter()
-    unused: dict[str, list[int]] = {}  # of a sharing class, per resource: the slices of each GPU the group alone uses
+    free: Counter[str] = Counter()  # of a sharing class: the slices of GPUs another pod uses
+    unused: dict[str, list[int]] = {}  # per resource: the room (devices, or slices) of each GPU the group alone uses
     for device in state.class_devices(info, cls.name):
         use = ledger.use.get(device.name)
         whole, sliced = ledger.holders(use) if use is not None else (set(), set())
@@ -386,7 +386,7 @@ def class_free(state: ClusterState, info: NodeInfo, cls: ResourceClass, own: Set
             continue
         if sharing is None:
             if not sliced - own:
-                free[device.resource_name] += 1
+                unused.setdefault(device.resource_name, []).append(1)
             continue
         capacity = device.capacity.get(sharing.dimension)
         if capacity is None:
@@ -408,14 +408,18 @@ def class_free(state: ClusterState, info: NodeInfo, cls: ResourceClass, own: Set
         """The node's count of it less what others use: the group's own plain requests and devices are free."""
         return max(0, allocatable[resource] - info.real_used(resource) + own_used(state, info, own, resource))
 
-    if sharing is not None:
-        return sum(free.values()) + sum(
-            sum(sorted(slices, reverse=True)[: count_left(resource) if resource in allocatable else len(slices)])
-            for resource, slices in unused.items())
-    room = 0
-    for resource, count in free.items():
-        room += min(count, count_left(resource)) if resource in allocatable else count
-    return room
+    return sum(free.values()) + sum(_within_count(rooms, count_left(resource) if resource in allocatable else None)
+                                    for resource, rooms in unused.items())
+
+
+def _within_count(rooms: Iterable[int], left: int | None) -> int:
+    """What a class's GPUs of one device resourceName offer together when a request there makes
+    each one busy that no other pod uses (a device whole, or the first slice of it), and the node's
+    count of that name (`nvidia.com/gpu`) leaves `left` more GPUs to make busy (None: the node
+    counts none of it): the `rooms` (1 per device, or its slices) of the `left` roomiest — the
+    planner's limit (`count_short`), for what is free now (`class_free`) and for the node empty
+    (`_offers`)."""
+    return sum(sorted(rooms, reverse=True)[:left])
 
 
 def own_used(state: ClusterState, info: NodeInfo, own: Set[str], resource: str) -> int:
@@ -474,17 +478,18 @@ def _asks(ctx: PodContext, shared: bool) -> dict[str, tuple[int, ResourceClass |
 
 def _offers(state: ClusterState, info: NodeInfo, resource: str, cls: ResourceClass | None) -> int:
     """What the node, empty, offers one pod of `resource`: its allocatable of a plain resource;
-    of a class's, the devices the class may take there (`ClusterState.class_devices`), no more
-    than the node counts of their own resource name (the planner's limit), or for a sharing
-    class the slices they hold."""
+    of a class's, the devices the class may take there (`ClusterState.class_devices`), or for a
+    sharing class the slices they hold, on no more of them than the node counts of their own
+    resource name (the planner's limit, `_within_count`: a slice makes an idle GPU busy too)."""
     assert info.node is not None
+    allocatable = info.node.allocatable
     if cls is None:
-        return info.node.allocatable.get(resource, 0)
-    devices = state.class_devices(info, cls.name)
-    if cls.sharing is not None:
-        return sum(cls.sharing.slices_on(device) for device in devices)
-    counts = Counter(device.resource_name for device in devices)
-    return sum(min(count, info.node.allocatable.get(name, count)) for name, count in counts.items())
+        return allocatable.get(resource, 0)
+    sharing = cls.sharing
+    rooms: dict[str, list[int]] = {}
+    for device in state.class_devices(info, cls.name):
+        rooms.setdefault(device.resource_name, []).append(sharing.slices_on(device) if sharing is not None else 1)
+    return sum(_within_count(each, allocatable.get(name)) for name, each in rooms.items())
 
 
 def _shown(resource: str, amount: int) -> str:

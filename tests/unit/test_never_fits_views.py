@@ -53,3 +53,19 @@ def test_the_gpu_maps_waiting_gang_says_it_can_never_fit_the_cluster() -> None:
     load(fresh, _cluster(), 0.0)
     [untried] = build_view(fresh, source="cluster", now=0.0).gangs
     assert untried.message == NEVER
+
+
+def test_a_gangs_slices_count_on_no_more_gpus_than_the_nodes_count_lets_busy() -> None:
+    """Three members of one 32Gi V100's 4 slices of 8Gi each, on a node of 3 V100s allocating 2
+    `nvidia.com/gpu`: the planner puts slices on 2 GPUs at most (a third would be one more busy
+    than the count has), so 8 slices in all, and the gang can never fit. The check summed the 3
+    GPUs' 12 and said nothing."""
+    sliced = "class.tessera.dev/v100-8g"
+    objects = [b.resource_class("v100-8g", {"model": "V100"}, sharing={"dimension": "memory", "unit": "8Gi"}),
+               b.node("n", gpus=2), *(b.device("n", i) for i in range(3)),
+               *(b.pod(f"w-{i}", limits={sliced: 4}, labels=b.gang_labels("w", 3)) for i in range(3))]
+    result = whatif.what_if(objects, config(BINPACK), 0.0)
+    assert [o.node for o in result.outcomes] == [""] * 3
+    never = (f"Its gang can never fit as the cluster is: its 3 members ask for 12 {sliced} together, and the "
+             "schedulable nodes' devices of ResourceClass v100-8g hold 8 in all.")
+    assert all(outcome.message.endswith(never) for outcome in result.outcomes), result.outcomes[0].message

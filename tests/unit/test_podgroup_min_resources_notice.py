@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from scheduler.core import annotations as ann
+from scheduler.core import capacity
 from scheduler.core.capacity import own_used
 from scheduler.core.plugins import coscheduling
 from scheduler.core.plugins.coscheduling import resource_gap
@@ -658,3 +659,25 @@ def test_a_sharing_class_counts_no_slices_of_a_free_gpu_the_nodes_count_cannot_m
     member = _waiting_member(run)
     assert resource_gap(run.state, member, {SLICED: free}, 1) is None
     assert resource_gap(run.state, member, {SLICED: free + 1}, 1) == f"resource gap: map[{SLICED}:1]"
+
+
+def test_a_sharing_class_min_resources_beyond_what_the_nodes_count_lets_its_gpus_give_are_never_met() -> None:
+    """n1 allocates 2 `nvidia.com/gpu` for 3 V100s of 4 8Gi slices each: empty, the planner gives
+    slices on 2 of them at most (a third would be one GPU more busy than the count has), so 8 in
+    all. 10 asked can never be met; the check summed all 12 slices and left the sentence out
+    (the gap alone read as room that frees up). 8 asked is no never."""
+    run = Run(config(BINPACK))
+    run.add(*_both_classes(), b.node("n1", gpus=2), *(b.device("n1", i) for i in range(3)))
+    group = b.podgroup("pt", 1)
+    group["spec"]["minResources"] = {SLICED: "10"}
+    run.add(group, b.pod("pt-0", labels={PG_LABEL: "pt"}, limits={SLICED: 1}))
+    assert run.node_of("pt-0") is None
+    notice = run.scheduler.group_notice([run.last("pt-0")])
+    assert notice is not None
+    assert notice.message == (f"pod group default/pt: resource gap: map[{SLICED}:2]. The PodGroup's minResources can "
+                              f"never be met as the cluster is: they ask for 10 {SLICED} free, and the devices of "
+                              f"ResourceClass v100-8g hold 8 in all.")
+    fits = b.podgroup("fits", 1)
+    fits["spec"]["minResources"] = {SLICED: "8"}
+    run.add(fits)
+    assert capacity.min_resources_beyond(run.state, run.state.gangs.podgroups["default/scheduling.x-k8s.io/fits"]) == ""
