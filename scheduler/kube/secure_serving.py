@@ -29,6 +29,10 @@ kube-scheduler's defaults, the handler chain of `app.buildHandlerChain`):
 * Caches as upstream's: a TokenReview's answer (authenticated or not) for 10 s, a SubjectAccessReview's
   for 10 s allowed and 10 s denied; a failed review is not cached. A failed review is logged once per
   change (`serving.review_failed`, then `serving.review_recovered`, per kind of review), not once per scrape.
+* At most `REVIEWS_IN_FLIGHT` reviews are out at once, and one that waits for its turn and its
+  answer longer than the review timeout has failed: anyone who reaches the port can send made-up
+  tokens, each a TokenReview on the scheduler's own apiserver client, whose connection pool the
+  Binder and the Lease renewals need (upstream's reviews have a client of their own, 200 QPS).
 
 Not in scope: client-certificate authentication (`--client-ca-file`) and the front proxy's
 request headers (`--requestheader-*`): a request with only a client certificate is anonymous here.
@@ -49,6 +53,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+import anyio
 import orjson
 import structlog
 from aiohttp import web
@@ -65,6 +70,9 @@ AUTHN_CACHE_SECONDS = 10.0  # DelegatingAuthenticationOptions.CacheTTL, for both
 AUTHZ_ALLOW_SECONDS = 10.0  # DelegatingAuthorizationOptions.AllowCacheTTL
 AUTHZ_DENY_SECONDS = 10.0  # DelegatingAuthorizationOptions.DenyCacheTTL
 REVIEW_TIMEOUT_SECONDS = 10.0  # TokenRequestTimeout / ClientTimeout
+# reviews out at once: they share the scheduler's apiserver connection pool (100) with the Binder
+# (64 in flight) and the Lease renewals, and anyone who reaches the port can send made-up tokens
+REVIEWS_IN_FLIGHT = 8
 CACHE_ENTRIES = 8192  # upstream's webhook authorizer cache size; past it, the oldest answers go first
 ANONYMOUS = "system:anonymous"
 UNAUTHENTICATED = "system:unauthenticated"
@@ -187,6 +195,7 @@ class DelegatedAuth:
         self._always_allow = tuple(always_allow_paths)
         self._tokens = _Cache(clock)
         self._decisions = _Cache(clock)
+        self._slots = anyio.Semaphore(REVIEWS_IN_FLIGHT)
         self._failing: dict[str, str] = {}  # review kind -> the failure last logged, until one succeeds
 
     @web.middleware
@@ -251,8 +260,10 @@ class DelegatedAuth:
     async def _review(self, path: str, body: Mapping[str, object]) -> dict[str, Any]:
         """POST a review and return its `status`; ReviewFailed (logged once per change) otherwise."""
         try:
-            response = await self._reviewer.request("POST", path, body=body, timeout=REVIEW_TIMEOUT_SECONDS,
-                                                    limited=False)
+            with anyio.fail_after(REVIEW_TIMEOUT_SECONDS):  # the wait for a slot counts too
+                async with self._slots:
+                    response = await self._reviewer.request("POST", path, body=body, timeout=REVIEW_TIMEOUT_SECONDS,
+                                                            limited=False)
             if not response.ok:
                 raise ReviewFailed(f"HTTP {response.status}: {response.message()}")
             status = (response.json() or {}).get("status") or {}

@@ -19,12 +19,12 @@ from cryptography import x509
 from structlog.testing import capture_logs
 
 from scheduler.cli import build_parser
-from scheduler.kube import run_cli
+from scheduler.kube import run_cli, secure_serving
 from scheduler.kube.controlplane.certs import CertificateAuthority
 from scheduler.kube.http import Response
 from scheduler.kube.metrics import Metrics
-from scheduler.kube.secure_serving import (ACCESS_REVIEWS, TOKEN_REVIEWS, DelegatedAuth, bearer_token, path_allowed,
-                                           tls_context)
+from scheduler.kube.secure_serving import (ACCESS_REVIEWS, REVIEWS_IN_FLIGHT, TOKEN_REVIEWS, DelegatedAuth, bearer_token,
+                                           ReviewFailed, path_allowed, tls_context)
 from scheduler.kube.serving import PING, HealthServer, serve
 
 
@@ -258,3 +258,48 @@ def test_tls_files_that_cannot_be_used_are_one_line_and_exit_1(tmp_path: Path,
             structlog.reset_defaults()
         error = capsys.readouterr().err
         assert error.startswith("tessera: cannot serve with TLS: ") and error.count("\n") == 1, error
+
+
+class SlowReviews(FakeReviews):
+    """Reviews that take their time (an apiserver under load), counting how many are out at once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.out = self.peak = 0
+
+    async def request(self, method: str, path: str, *, body: Any = None, timeout: float = 30.0,
+                      limited: bool = True) -> Response:
+        self.out += 1
+        self.peak = max(self.peak, self.out)
+        try:
+            await asyncio.sleep(0.01)
+            return await super().request(method, path, body=body, timeout=timeout, limited=limited)
+        finally:
+            self.out -= 1
+
+
+async def test_a_flood_of_unknown_tokens_keeps_few_reviews_in_flight() -> None:
+    # Whoever reaches the port can send any number of made-up tokens, each a TokenReview on the
+    # scheduler's own apiserver client, whose connection pool (100) the Binder and the Lease
+    # renewals use too: the reviews out at once are bounded, the rest wait their turn.
+    slow = SlowReviews()
+    auth = DelegatedAuth(slow)
+    users = await asyncio.gather(*(auth.authenticate(f"made-up-{n}") for n in range(200)))
+    assert users == [None] * 200 and len(slow.calls) == 200
+    assert slow.peak == REVIEWS_IN_FLIGHT
+
+
+async def test_a_review_waiting_past_the_timeout_for_its_turn_has_failed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(secure_serving, "REVIEW_TIMEOUT_SECONDS", 0.05)
+    hung = asyncio.Event()
+
+    class Hung(FakeReviews):
+        async def request(self, method: str, path: str, *, body: Any = None, timeout: float = 30.0,
+                          limited: bool = True) -> Response:
+            await hung.wait()  # an apiserver that never answers (the client's own timeout aside)
+            raise AssertionError("unreachable")
+
+    auth = DelegatedAuth(Hung())
+    results = await asyncio.gather(*(auth.authenticate(f"t{n}") for n in range(REVIEWS_IN_FLIGHT + 1)),
+                                   return_exceptions=True)
+    assert all(isinstance(result, ReviewFailed) for result in results)
