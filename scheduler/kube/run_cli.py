@@ -38,7 +38,7 @@ from scheduler.kube.leader import LeaderElector, default_identity
 from scheduler.kube.lone_replica import live_leader, watch_for_a_leader
 from scheduler.kube.loop import LoopHooks, SchedulerLoop
 from scheduler.kube.metrics import Metrics, MetricsStopwatch, PodGroupResult
-from scheduler.kube.secure_serving import ALWAYS_ALLOW_PATHS, DelegatedAuth, tls_context
+from scheduler.kube.secure_serving import ALWAYS_ALLOW_PATHS, DelegatedAuth, path_problem, tls_context
 from scheduler.kube.serving import (GPU_MAP_DATA, GPU_MAP_PAGE, PING, Check, ServeError, configz_route, serve,
                                     turned_off)
 from scheduler.logs import LogSettingsError, configure_logging, describe_error
@@ -107,7 +107,12 @@ def _port(text: str) -> int:
 
 
 def _paths(text: str) -> list[str]:
-    return [path.strip() for path in text.split(",") if path.strip()]
+    paths = [path.strip() for path in text.split(",") if path.strip()]
+    for path in paths:
+        problem = path_problem(path)
+        if problem is not None:  # kube-scheduler does not start with it either
+            raise argparse.ArgumentTypeError(problem)
+    return paths
 
 
 def _tls_flags_problem(args: argparse.Namespace) -> str | None:

@@ -134,8 +134,17 @@ def tls_context(cert_file: str | None, key_file: str | None) -> ssl.SSLContext:
 
 
 def path_allowed(path: str, patterns: Sequence[str]) -> bool:
-    """Upstream's path authorizer: an exact path, or a prefix when the pattern ends with `*`."""
-    return any(path.startswith(pattern[:-1]) if pattern.endswith("*") else path == pattern for pattern in patterns)
+    """Upstream's path authorizer: an exact path, or a prefix when the pattern ends with `*`; the
+    leading `/` of either is optional (upstream trims it from both)."""
+    path = path.removeprefix("/")
+    return any(path.startswith(pattern[:-1]) if pattern.endswith("*") else path == pattern
+               for pattern in (pattern.removeprefix("/") for pattern in patterns))
+
+
+def path_problem(pattern: str) -> str | None:
+    """Why upstream's path authorizer refuses an always-allowed path (a `*` before its end), or None."""
+    trimmed = pattern.removeprefix("/")
+    return f"only trailing * allowed in {go_quote(trimmed)}" if "*" in trimmed[:-1] else None
 
 
 def _status(code: int, reason: str, message: str, details: Mapping[str, object] | None = None) -> web.Response:

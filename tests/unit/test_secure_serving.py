@@ -200,6 +200,16 @@ def test_always_allowed_paths_are_exact_or_a_prefix_with_a_star() -> None:
         [True, False, True, False, False]
 
 
+def test_always_allowed_paths_take_upstreams_optional_leading_slash(capsys: pytest.CaptureFixture[str]) -> None:
+    # k8s.io/apiserver's path authorizer: "A leading / is optional", and a * before the end is refused
+    assert [path_allowed(p, ["healthz", "debug/*"]) for p in ("/healthz", "/debug/pprof", "/metrics")] == \
+        [True, True, False]
+    with pytest.raises(SystemExit):
+        build_parser("run").parse_args(["run", "--secure-port", "0", "--authorization-always-allow-paths",
+                                        "/healthz,/debug/*/x"])
+    assert 'only trailing * allowed in "debug/*/x"' in capsys.readouterr().err
+
+
 async def test_the_self_signed_certificate_is_upstreams_localhost_one() -> None:
     server = HealthServer("127.0.0.1", 0, healthz=[PING], readyz=[PING], registry=Metrics(profiles=["t"]).registry,
                           tls=tls_context(None, None))
