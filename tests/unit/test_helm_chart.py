@@ -430,6 +430,26 @@ def test_extra_args_cannot_add_the_plain_http_port(helm: Path, args: list[str]) 
     assert "scheduler.extraArgs: --port serves plain HTTP" in error and "scheduler.port" in error, error
 
 
+@pytest.mark.parametrize("args", [["--authorization-always-allow-paths=/healthz,/livez,/gpu-map"],
+                                  ["--authorization-always-allow-paths", "/readyz"],
+                                  ["--authorization-always-allow-paths=/health*,readyz/*"]])
+def test_always_allowed_paths_without_the_probes_are_refused(helm: Path, args: list[str]) -> None:
+    """The kubelet's probes send no token: with /healthz or /readyz off the list each probe waits
+    for a SubjectAccessReview (a 500 while the apiserver is unreachable, a 403 where RBAC does
+    not grant it to system:unauthenticated), and the liveness probe restarts the pods."""
+    error = helm_template_error(helm, {"scheduler": {"extraArgs": args}})
+    assert "scheduler.extraArgs: --authorization-always-allow-paths must keep /healthz and /readyz" in error, error
+
+
+@pytest.mark.parametrize("args", [["--authorization-always-allow-paths=/healthz,/readyz,/livez,/gpu-map"],
+                                  ["--authorization-always-allow-paths", "healthz,/ready*"],
+                                  ["--authorization-always-allow-paths=*"]])
+def test_always_allowed_paths_with_the_probes_render(helm: Path, args: list[str]) -> None:
+    deployment = next(doc for doc in helm_template(helm, {"scheduler": {"extraArgs": args}})
+                      if doc["kind"] == "Deployment" and doc["metadata"]["name"] == "tessera-scheduler")
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["args"][-len(args):] == args
+
+
 def _run_options() -> tuple[set[str], set[str]]:
     """`tessera run`'s long options (without --help): those that take a value, those that do not."""
     parser = argparse.ArgumentParser()

@@ -88,10 +88,12 @@ kube-scheduler's scheduler name and Lease (scheduler/api/config_model.py kube_sc
 {{/*
 The `tessera run` arguments after the chart's own --config, --bind-address and --port, which
 scheduler.extraArgs must not repeat: the last flag wins, and a second --port or --bind-address
-moves the server away from the probes (a restart loop), a second --config ignores the ConfigMap.
+moves the server away from the probes (a restart loop), a second --config ignores the ConfigMap;
+an --authorization-always-allow-paths without /healthz and /readyz puts the probes behind reviews.
 */}}
 {{- define "tessera.schedulerExtraArgs" -}}
 {{- $args := .Values.scheduler.extraArgs | default list }}
+{{- $prev := "" }}
 {{- range $args }}
 {{- $arg := toString . }}
 {{- range (list "--config" "--bind-address" "--secure-port" "--tls-cert-file" "--tls-private-key-file") }}
@@ -102,6 +104,26 @@ moves the server away from the probes (a restart loop), a second --config ignore
 {{- if or (eq $arg "--port") (hasPrefix "--port=" $arg) }}
 {{- fail "scheduler.extraArgs: --port serves plain HTTP, which the chart keeps out (tessera run takes it or --secure-port, not both): the scheduler serves HTTPS on scheduler.port" }}
 {{- end }}
+{{- /* the kubelet's probes send no token: their paths stay always allowed (as upstream's path
+authorizer reads the list: exact or a prefix before a trailing *, the leading / optional) */}}
+{{- $allowFlag := "--authorization-always-allow-paths" }}
+{{- if or (eq $prev $allowFlag) (hasPrefix (printf "%s=" $allowFlag) $arg) }}
+{{- $patterns := splitList "," (eq $prev $allowFlag | ternary $arg (trimPrefix (printf "%s=" $allowFlag) $arg)) }}
+{{- range (list "healthz" "readyz") }}
+{{- $probe := . }}
+{{- $covered := false }}
+{{- range $patterns }}
+{{- $pattern := trimPrefix "/" (trim .) }}
+{{- if or (eq $pattern $probe) (and (hasSuffix "*" $pattern) (hasPrefix (trimSuffix "*" $pattern) $probe)) }}
+{{- $covered = true }}
+{{- end }}
+{{- end }}
+{{- if not $covered }}
+{{- fail (printf "scheduler.extraArgs: %s must keep /healthz and /readyz (the kubelet's probes send no token; without them each probe waits for a SubjectAccessReview, and the liveness probe restarts the pods while the apiserver cannot answer): add them to %s" $allowFlag $arg) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- $prev = $arg }}
 {{- end }}
 {{- if and .Values.scheduler.replaceDefaultScheduler (not (has "--replace-default-scheduler" $args)) }}
 {{- $args = append $args "--replace-default-scheduler" }}
