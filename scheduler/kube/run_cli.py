@@ -38,7 +38,8 @@ from scheduler.kube.leader import LeaderElector, default_identity
 from scheduler.kube.lone_replica import live_leader, watch_for_a_leader
 from scheduler.kube.loop import LoopHooks, SchedulerLoop
 from scheduler.kube.metrics import Metrics, MetricsStopwatch, PodGroupResult
-from scheduler.kube.secure_serving import ALWAYS_ALLOW_PATHS, DelegatedAuth, path_problem, tls_context
+from scheduler.kube.secure_serving import (ALWAYS_ALLOW_PATHS, DelegatedAuth, ServingCertificate, path_problem,
+                                           tls_context)
 from scheduler.kube.serving import (GPU_MAP_DATA, GPU_MAP_PAGE, PING, Check, ServeError, configz_route, serve,
                                     turned_off)
 from scheduler.logs import LogSettingsError, configure_logging, describe_error
@@ -76,8 +77,8 @@ def add_parser(subparsers: Any) -> None:
                             "10259: bearer tokens checked with TokenReviews, requests authorized with "
                             "SubjectAccessReviews (the scheduler's identity needs system:auth-delegator); "
                             "no client-certificate authentication")
-    parser.add_argument("--tls-cert-file", help="with --secure-port: the serving certificate (PEM; default: a "
-                                                "self-signed one for localhost made at start)")
+    parser.add_argument("--tls-cert-file", help="with --secure-port: the serving certificate (PEM, loaded again when it "
+                                                "changes; default: a self-signed one for localhost made at start)")
     parser.add_argument("--tls-private-key-file", help="with --secure-port: the --tls-cert-file's key (PEM)")
     parser.add_argument("--authorization-always-allow-paths", type=_paths, default=list(ALWAYS_ALLOW_PATHS),
                         help="with --secure-port: paths served without a SubjectAccessReview, comma-separated "
@@ -322,6 +323,9 @@ async def _run(args: argparse.Namespace, config: SchedulerConfig, http: KubeHttp
         refused: ConnectError | None = None  # raised here it would leave the groups as an exception group
         async with anyio.create_task_group() as group:
             await group.start(stop_on_signal, on_signal, name="signals")
+            if tls is not None and args.tls_cert_file is not None:  # a rotated Secret is served without a restart
+                group.start_soon(ServingCertificate(tls, args.tls_cert_file, args.tls_private_key_file).run,
+                                 name="serving-certificate")
             try:
                 refusal = await _until_answered(waiting, http, kubeconfig, config, stop) if not stop.is_set() else 0
             except ConnectError as err:  # a certificate the kubeconfig does not trust: one line, no wait

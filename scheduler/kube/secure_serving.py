@@ -6,7 +6,8 @@ and `/metrics`. Platform teams expect kube-scheduler's arrangement instead, and 
 it (k8s.io/apiserver `DelegatingAuthenticationOptions`/`DelegatingAuthorizationOptions` with
 kube-scheduler's defaults, the handler chain of `app.buildHandlerChain`):
 
-* TLS with `--tls-cert-file`/`--tls-private-key-file` (PEM), or, without them, a certificate made
+* TLS with `--tls-cert-file`/`--tls-private-key-file` (PEM; loaded again when they change,
+  `ServingCertificate`), or, without them, a certificate made
   in memory at start, as upstream's `MaybeDefaultWithSelfSignedCerts("localhost", ...)`: a
   throwaway CA `localhost-ca@<unix time>` signs `localhost@<unix time>` for `localhost` and
   `127.0.0.1`. EC P-256 (scheduler/kube/controlplane/certs.py), not upstream's RSA-2048: the key
@@ -70,6 +71,7 @@ AUTHN_CACHE_SECONDS = 10.0  # DelegatingAuthenticationOptions.CacheTTL, for both
 AUTHZ_ALLOW_SECONDS = 10.0  # DelegatingAuthorizationOptions.AllowCacheTTL
 AUTHZ_DENY_SECONDS = 10.0  # DelegatingAuthorizationOptions.DenyCacheTTL
 REVIEW_TIMEOUT_SECONDS = 10.0  # TokenRequestTimeout / ClientTimeout
+CERT_RELOAD_SECONDS = 60.0  # dynamiccertificates' resync period for the serving certificate files
 # reviews out at once: they share the scheduler's apiserver connection pool (100) with the Binder
 # (64 in flight) and the Lease renewals, and anyone who reaches the port can send made-up tokens
 REVIEWS_IN_FLIGHT = 8
@@ -131,6 +133,48 @@ def tls_context(cert_file: str | None, key_file: str | None) -> ssl.SSLContext:
     log.info("serving.self_signed", subject=f"localhost@{stamp}", issuer=f"localhost-ca@{stamp}",
              expires=(dt.datetime.now(dt.timezone.utc) + dt.timedelta(days=365)).date().isoformat())
     return context
+
+
+class ServingCertificate:
+    """`--tls-cert-file`/`--tls-private-key-file`, served again from the next handshake when they
+    change, as upstream's `DynamicServingContentFromFiles` (a rotated Secret reaches the mounted
+    files; kube-scheduler serves it without a restart). A pair that does not load (a key not the
+    certificate's, half-way through a rotation) leaves the one served, said once per change."""
+
+    def __init__(self, context: ssl.SSLContext, cert_file: str, key_file: str) -> None:
+        self._context = context
+        self._files = (cert_file, key_file)
+        self._loaded = self._read()
+        self._failure: str | None = None
+
+    def _read(self) -> tuple[bytes, bytes]:
+        return Path(self._files[0]).read_bytes(), Path(self._files[1]).read_bytes()
+
+    def reload(self) -> bool:
+        """Load the files again if they changed; whether the served pair is a new one now."""
+        try:
+            read = self._read()
+            if read == self._loaded:
+                return False
+            # tried on a context of its own first: a failed load_cert_chain can leave the served
+            # context with the new certificate and the old key
+            ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(*self._files)
+            self._context.load_cert_chain(*self._files)
+        except OSError as err:  # ssl.SSLError too
+            failure = f"{type(err).__name__}: {err}"
+            if failure != self._failure:
+                self._failure = failure
+                log.warning("serving.certificate_not_reloaded", cert=self._files[0], error=failure)
+            return False
+        self._loaded, self._failure = read, None
+        log.info("serving.certificate_reloaded", cert=self._files[0])
+        return True
+
+    async def run(self) -> None:
+        """Look every `CERT_RELOAD_SECONDS` (upstream: on a file event and once a minute)."""
+        while True:
+            await anyio.sleep(CERT_RELOAD_SECONDS)
+            self.reload()
 
 
 def path_allowed(path: str, patterns: Sequence[str]) -> bool:

@@ -13,19 +13,24 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import anyio
 import pytest
 import structlog
 from cryptography import x509
 from structlog.testing import capture_logs
 
+from scheduler.api.config import load_config
 from scheduler.cli import build_parser
 from scheduler.kube import run_cli, secure_serving
 from scheduler.kube.controlplane.certs import CertificateAuthority
-from scheduler.kube.http import Response
+from scheduler.kube.http import KubeHttp, Response
 from scheduler.kube.metrics import Metrics
 from scheduler.kube.secure_serving import (ACCESS_REVIEWS, REVIEWS_IN_FLIGHT, TOKEN_REVIEWS, DelegatedAuth, bearer_token,
-                                           ReviewFailed, path_allowed, tls_context)
+                                           ReviewFailed, ServingCertificate, path_allowed, tls_context)
 from scheduler.kube.serving import PING, HealthServer, serve
+from tests.fakeapi import FakeApi
+from tests.helpers import until
+from tests.unit.test_runcli_upstream import Signals
 
 
 
@@ -313,3 +318,68 @@ async def test_a_review_waiting_past_the_timeout_for_its_turn_has_failed(monkeyp
     results = await asyncio.gather(*(auth.authenticate(f"t{n}") for n in range(REVIEWS_IN_FLIGHT + 1)),
                                    return_exceptions=True)
     assert all(isinstance(result, ReviewFailed) for result in results)
+
+
+async def test_certificate_files_that_change_are_served_from_the_next_handshake(tmp_path: Path) -> None:
+    # upstream's DynamicServingContentFromFiles: a rotated Secret (cert-manager) reaches the kubelet's
+    # mounted files, and the scheduler serves it without a restart; a pair that does not load keeps
+    # the one served
+    def serials() -> int:
+        return x509.load_pem_x509_certificate((tmp_path / "tls.crt").read_bytes()).serial_number
+
+    CertificateAuthority.generate().issue_serving().write(tmp_path, "tls")
+    cert, key = str(tmp_path / "tls.crt"), str(tmp_path / "tls.key")
+    context = tls_context(cert, key)
+    files = ServingCertificate(context, cert, key)
+    server = HealthServer("127.0.0.1", 0, healthz=[PING], readyz=[PING], registry=Metrics(profiles=["t"]).registry,
+                          tls=context)
+
+    async def served() -> int:
+        client = ssl.create_default_context()
+        client.check_hostname, client.verify_mode = False, ssl.CERT_NONE
+        _, writer = await asyncio.open_connection("127.0.0.1", server.port, ssl=client)
+        der = writer.get_extra_info("ssl_object").getpeercert(binary_form=True)
+        writer.close()
+        return x509.load_der_x509_certificate(der).serial_number
+
+    async with server:
+        first = serials()
+        assert await served() == first and files.reload() is False  # unchanged: nothing to do
+        CertificateAuthority.generate().issue_serving().write(tmp_path, "tls")
+        second = serials()
+        with capture_logs() as logs:
+            assert files.reload() is True
+            assert await served() == second
+            other_key = CertificateAuthority.generate().as_key_pair().write(tmp_path, "other")[1]
+            (tmp_path / "tls.key").write_bytes(other_key.read_bytes())  # half-way through a rotation
+            assert files.reload() is False and files.reload() is False
+            assert await served() == second
+        assert [entry["event"] for entry in logs] == ["serving.certificate_reloaded", "serving.certificate_not_reloaded"]
+
+
+async def test_tessera_run_serves_its_rotated_certificate_files(monkeypatch: pytest.MonkeyPatch,
+                                                                tmp_path: Path) -> None:
+    monkeypatch.setattr(secure_serving, "CERT_RELOAD_SECONDS", 0.05)
+    signals = Signals()
+    monkeypatch.setattr(run_cli, "stop_on_signal", signals)
+    CertificateAuthority.generate().issue_serving().write(tmp_path, "tls")
+    cert, key = str(tmp_path / "tls.crt"), str(tmp_path / "tls.key")
+    args = argparse.Namespace(identity="me", gpu_map=False, bind_address="127.0.0.1", port=10251, secure_port=0,
+                              tls_cert_file=cert, tls_private_key_file=key,
+                              authorization_always_allow_paths=["/healthz", "/readyz", "/livez"])
+    api = FakeApi()
+    result: list[int] = []
+
+    async def run() -> None:
+        result.append(await run_cli._run(args, load_config(None), KubeHttp(api), KubeHttp(api), None,  # type: ignore[arg-type]
+                                         tls_context(cert, key)))
+
+    with capture_logs() as logs:
+        async with anyio.create_task_group() as group:
+            group.start_soon(run)
+            await until(lambda: any(line["event"] == "serving.started" for line in logs))
+            CertificateAuthority.generate().issue_serving().write(tmp_path, "tls")
+            await until(lambda: any(line["event"] == "serving.certificate_reloaded" for line in logs))
+            signals.send()
+            await until(lambda: bool(result))
+    assert result == [0]
