@@ -26,6 +26,7 @@ from typing import Any
 
 import structlog
 
+from scheduler.core.tenants import pods_named
 from scheduler.kube.recorder import EventRecorder, ObjectRef
 from scheduler.kube.term_token import parse_term_token
 
@@ -38,12 +39,14 @@ GIVEN_TWICE = frozenset({"GPUsOvercommitted", "DeviceConflict"})
 
 
 def other_install_note(holders: Mapping[str, str], other_lease: Callable[[str], str | None],
-                       watched: Container[str]) -> str:
+                       watched: Container[str], namespace: str = "") -> str:
     """What a GPUsOvercommitted or DeviceConflict message adds when another install is known to
     have done it: `holders` are the pods on the node (namespace/name -> its `tessera.dev/term`
     token); those written under another Lease this process has watched writing (`watched`: a
-    ConflictingScheduler it reported) are named with it. "" when none (a token of another Lease
-    only listed may be history: a Lease renamed, an install removed since)."""
+    ConflictingScheduler it reported) are named with it — as an Event regarding an object of
+    `namespace` may name them (`pods_named`: "", a Node's Event or the log line, names all). ""
+    when none (a token of another Lease only listed may be history: a Lease renamed, an install
+    removed since)."""
     by_lease: dict[str, list[str]] = {}
     for pod, token in holders.items():
         other = other_lease(token)
@@ -51,7 +54,8 @@ def other_install_note(holders: Mapping[str, str], other_lease: Callable[[str], 
             by_lease.setdefault(other, []).append(pod)
     if not by_lease:
         return ""
-    named = "; ".join(f"Lease {lease} ({', '.join(sorted(pods))})" for lease, pods in sorted(by_lease.items()))
+    named = "; ".join(f"Lease {lease} ({pods_named(namespace, sorted(pods))})"
+                      for lease, pods in sorted(by_lease.items()))
     return (f". Another Tessera install was seen writing pods of this node (ConflictingScheduler): {named}: "
             "two installs (two Leases) on the same GPU nodes give one GPU to two pods, whatever their scheduler names; "
             "run one install per set of GPU nodes, with every scheduler name in its profiles")

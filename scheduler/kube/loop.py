@@ -32,6 +32,7 @@ from scheduler.core.objects import (FINAL_GROUP_PHASES, PLUGINS_API, PODGROUP_AP
 from scheduler.core.plugins.preemption.victims import listed
 from scheduler.core.scheduler import Scheduler
 from scheduler.core.state import Notice
+from scheduler.core.tenants import pods_named
 from scheduler.kube.binder import Binder, Binding, BindResult, Outcome
 from scheduler.kube.class_controller import DefaultClassController
 from scheduler.kube.concurrency import Wakeup
@@ -482,8 +483,9 @@ class SchedulerLoop:
         its caches still list) cannot record it yet, and the core raises it only once: it is told
         when this replica leads on a complete cache (`_tell_untold`), or, for an edited devices
         annotation, by the replica that writes its union."""
-        if notice.reason in GIVEN_TWICE:
-            notice = replace(notice, message=notice.message + self._other_install(notice))
+        if notice.reason in GIVEN_TWICE:  # the log line names every pod, the Event those it may
+            notice = replace(notice, message=notice.message + self._other_install(notice, ""),
+                             event_message=notice.told + self._other_install(notice, notice.namespace))
         if notice.reason in NOT_READ:  # valid input Tessera does not read: the pod's Event tells its owner
             log.info("input.not_read", kind=notice.kind, object=notice.key, reason=notice.reason,
                      message=notice.message)
@@ -502,8 +504,9 @@ class SchedulerLoop:
         elif not telling and notice.key:
             self.untold.add(notice)
 
-    def _other_install(self, notice: Notice) -> str:
-        """`other_install_note` for a notice about a pod (its node's pods) or a Node."""
+    def _other_install(self, notice: Notice, namespace: str) -> str:
+        """`other_install_note` for a notice about a pod (its node's pods) or a Node, naming the
+        pods an Event regarding an object of `namespace` may ("": every one, `pods_named`)."""
         state = self.core.state
         placement = state.placements.get(notice.uid) if notice.kind == "Pod" else None
         node = placement.node if placement is not None else notice.key if notice.kind == "Node" else ""
@@ -512,7 +515,7 @@ class SchedulerLoop:
             return ""
         holders = {pod.key: token for uid in info.pods if (pod := state.pods.get(uid)) is not None
                    and isinstance(token := pod.meta.annotations.get(ann.TERM), str)}
-        return other_install_note(holders, self.conflicting.other_lease, self.conflicting.writes)
+        return other_install_note(holders, self.conflicting.other_lease, self.conflicting.writes, namespace)
 
     def _tell_untold(self) -> None:
         """The notices this replica saw while it did not lead, as Warning Events now that it leads
@@ -550,7 +553,7 @@ class SchedulerLoop:
         if api_version is None:
             return
         self.events.record(ObjectRef(notice.kind, api_version, name, notice.namespace or namespace, notice.uid),
-                           event_type, notice.reason, action, notice.message,
+                           event_type, notice.reason, action, notice.told,
                            controller=controller or self._controller(notice.uid))
 
     # --- scheduling --------------------------------------------------------------------------
@@ -806,20 +809,15 @@ class SchedulerLoop:
         """Tessera's own Event on the pod whose cycle preempted (upstream writes none there): its
         victims, where each runs, and why a gang went whole, for `kubectl tessera explain`. The
         Event lands in the preemptor's namespace, readable by its tenant: victims of other
-        namespaces are only counted (a tenant must not learn another's pod names, nodes or gangs
+        namespaces are only counted (`pods_named`: a tenant must not learn another's pod names, nodes or gangs
         from it; each victim's own `Preempted` Event, in its namespace, names the preemptor's uid
         alone, as upstream's)."""
         state = self.core.state
         namespace = attempt.pod.meta.namespace
-        victims = sorted((victim.key, victim.node_name or state.node_of(victim.uid)
-                          or attempt.rejected_waiting.get(victim.uid, ""),
-                          attempt.victim_reasons.get(victim.uid, "")) for victim in attempt.preempted
-                         if victim.meta.namespace == namespace)
-        elsewhere = len(attempt.preempted) - len(victims)
-        named = listed(victims) if victims else ""
-        if elsewhere:
-            named += (f"{' and ' if named else ''}{elsewhere} pod{'' if elsewhere == 1 else 's'} in "
-                      f"{'another namespace' if elsewhere == 1 else 'other namespaces'}")
+        victims = {victim.key: (victim.key, victim.node_name or state.node_of(victim.uid)
+                                or attempt.rejected_waiting.get(victim.uid, ""),
+                                attempt.victim_reasons.get(victim.uid, "")) for victim in attempt.preempted}
+        named = pods_named(namespace, sorted(victims), lambda here: listed([victims[key] for key in here]))
         gang = attempt.pod.gang
         where = (f"for gang {gang_name(gang.key)}" if attempt.preemptor_type == "podgroup" and gang is not None
                  else f"on {candidate}" if candidate else "")

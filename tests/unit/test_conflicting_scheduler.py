@@ -163,6 +163,9 @@ def test_the_note_names_another_install_only_once_it_was_watched_writing() -> No
         "tessera-system/tessera (default/b, default/c): two installs (two Leases) on the same GPU nodes give one "
         "GPU to two pods, whatever their scheduler names; run one install per set of GPU nodes, with every "
         "scheduler name in its profiles")
+    # on a pod of another namespace (its tenant reads it), the pods are counted; "" (a Node's Event) names them
+    assert "Lease tessera-system/tessera (2 pods in other namespaces): " in other_install_note(
+        holders, elector.other_lease, {"tessera-system/tessera"}, "team-x")
 
 
 async def test_gpus_overcommitted_by_another_install_says_so() -> None:
@@ -244,3 +247,28 @@ async def test_a_token_with_no_replica_name_is_no_term() -> None:
     a._start_leading()
     assert not a.saw_term("/99/x", "default/p") and a.is_leader
     assert not a.saw_term("kube-system/tessera//99/x", "default/p") and a.is_leader
+
+
+async def test_the_note_on_a_pod_names_no_pod_of_another_namespace() -> None:
+    """The note lands on a tenant's pod: it named every pod of the node the other install wrote,
+    whatever its namespace ("(default/p, team-b/q)"). Pods of the pod's namespace are named, the
+    others counted; the log line (operators') still names them all."""
+    api = FakeApi()
+    api.lists["/api/v1/nodes"] = [b.node("n", gpus=1)]
+    api.lists["/apis/tessera.dev/v1alpha1/extendedresources"] = [b.device("n", 0)]
+    api.add_pod(b.pod("q", "team-b", requests={"nvidia.com/gpu": 1}, node_name="n", phase="Running",
+                      annotations={ann.TERM: OTHER}))
+    loop, term = _rep_a(api)
+    with capture_logs() as logs:
+        async with anyio.create_task_group() as owner:
+            owner.start_soon(loop.run)
+            await _leading(loop, term)
+            _bound_by_the_other_install(loop, gpus=1)
+            await until(lambda: any(call.body["reason"] == "GPUsOvercommitted" for call in api.of("POST", "/events")))
+            owner.cancel_scope.cancel()
+    [overcommitted] = [call.body for call in api.of("POST", "/events") if call.body["reason"] == "GPUsOvercommitted"]
+    assert overcommitted["regarding"]["namespace"] == "default"
+    assert "Lease tessera-system/tessera (default/p and 1 pod in another namespace): " in overcommitted["note"], \
+        overcommitted["note"]
+    [line] = [line for line in logs if line.get("reason") == "GPUsOvercommitted"]
+    assert "Lease tessera-system/tessera (default/p, team-b/q): " in line["message"]

@@ -58,6 +58,15 @@ class Notice:
     namespace: str = ""
     uid: str = ""
     api_version: str = ""  # the object's apiVersion where its kind alone does not say (two PodGroup APIs)
+    # the Event's message where it must say less than `message` (the log line's, a replay's): an
+    # Event on a namespaced object names no pod of another namespace (`scheduler.core.tenants`);
+    # "" when it says the same
+    event_message: str = ""
     # DevicesAnnotationChanged: the `tessera.dev/held-devices` value the live shell writes onto the
     # pod (every device it held while bound, encoded), so a restarted scheduler holds them all too
     held_devices: str = ""
+
+    @property
+    def told(self) -> str:
+        """What the notice's Event says (`event_message`, else `message`)."""
+        return self.event_message or self.message

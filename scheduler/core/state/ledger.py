@@ -25,6 +25,7 @@ from scheduler.core.objects import Device, ObjectMeta, Pod
 from scheduler.core.resources import Resources
 from scheduler.core.state.events import Notice
 from scheduler.core.state.nodes import NodeInfo
+from scheduler.core.tenants import pods_named
 
 
 UNSEEN_RESOURCE = "nvidia.com/gpu"
@@ -164,20 +165,22 @@ class DeviceLedger:
         it whole when `charged_whole`, else a slice; naming the other holders, `whole` and in
         slices `sliced`), worded for what each holds: two whole holds are a GPU "assigned to more
         than one pod exclusively", a whole hold beside a slice is not."""
-        def named(uids: set[str], what: str, what_many: str) -> str:
+        def named(namespace: str, uids: set[str], what: str, what_many: str) -> str:
             keys = sorted(self._pod_key(uid) for uid in uids)
-            return f"{', '.join(keys)} that {'holds ' + what if len(keys) == 1 else 'hold ' + what_many}"
+            return f"{pods_named(namespace, keys)} that {'holds ' + what if len(keys) == 1 else 'hold ' + what_many}"
 
         if not sliced and charged_whole:
-            return Notice("Pod", pod.key, "DeviceConflict",
-                          f"device {device} is assigned to more than one pod exclusively: {pod.key}, and "
-                          f"{named(whole, 'it', 'it')}", pod.meta.namespace, pod.uid)
-        others = [named(whole, "it whole", "it whole")] if whole else []
-        others += [named(sliced, "a slice of it", "slices of it")] if sliced else []
+            return _conflict(pod.key, pod.meta.namespace, pod.uid, lambda namespace: (
+                f"device {device} is assigned to more than one pod exclusively: {pod.key}, and "
+                f"{named(namespace, whole, 'it', 'it')}"))
+
+        def others(namespace: str) -> str:
+            said = [named(namespace, whole, "it whole", "it whole")] if whole else []
+            return "; ".join(said + ([named(namespace, sliced, "a slice of it", "slices of it")] if sliced else []))
+
         mine = "whole" if charged_whole else "a slice"
-        return Notice("Pod", pod.key, "DeviceConflict",
-                      f"device {device} is held whole and by another pod besides: {pod.key} ({mine}), and "
-                      f"{'; '.join(others)}", pod.meta.namespace, pod.uid)
+        return _conflict(pod.key, pod.meta.namespace, pod.uid, lambda namespace: (
+            f"device {device} is held whole and by another pod besides: {pod.key} ({mine}), and {others(namespace)}"))
 
     def _overfill_notice(self, device: str, use: DeviceUse, over: list[tuple[str, Amount, Amount]],
                          others: set[str], key: str, namespace: str, uid: str) -> list[Notice]:
@@ -190,10 +193,10 @@ class DeviceLedger:
         if self.untold(use):
             return [self._untold_notice(device, use, over)]
         named = sorted(self._pod_key(other) for other in others)
-        holders = f"{', '.join(named)} that {'holds a slice' if len(named) == 1 else 'hold slices'} of it"
-        return [Notice("Pod", key, "DeviceConflict",
-                       f"device {device} is shared beyond its capacity: {key}, and {holders}, use {over_text(over)}",
-                       namespace, uid)]
+        holds = "holds a slice" if len(named) == 1 else "hold slices"
+        return [_conflict(key, namespace, uid, lambda here: (
+            f"device {device} is shared beyond its capacity: {key}, and {pods_named(here, named)} that {holds} of it, "
+            f"use {over_text(over)}"))]
 
     def untold(self, use: DeviceUse) -> bool:
         """Its slices are over a capacity (asked of an over-full device) and every real holder was
@@ -717,6 +720,13 @@ def over_text(over: Iterable[tuple[str, Amount, Amount]]) -> str:
     """"20Gi of its 16Gi memory" (each capacity the slices exceed, joined by "and")."""
     return " and ".join(f"{format_quantity(used)} of its {format_quantity(capacity)} {dimension}"
                         for dimension, used, capacity in over)
+
+
+def _conflict(key: str, namespace: str, uid: str, worded: Callable[[str], str]) -> Notice:
+    """A DeviceConflict on the pod `key` of `namespace`, `worded(namespace)` its message naming
+    other holders as an Event there may (`pods_named`): the log line (`worded("")`) names them all."""
+    message, told = worded(""), worded(namespace)
+    return Notice("Pod", key, "DeviceConflict", message, namespace, uid, event_message="" if told == message else told)
 
 
 def _renamed_while_held(device: Device, held_as: str, node: str) -> Notice:
