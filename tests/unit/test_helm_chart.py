@@ -27,6 +27,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -1360,6 +1361,8 @@ def test_notes_say_what_one_replica_and_none_mean(helm: Path, tmp_path: Path, re
     if replicas == 0:
         assert url not in notes and "reaches whichever pod" not in notes
         assert "the Service tessera-scheduler-metrics has no endpoints" in notes, notes
+        # the scheduler serves HTTPS on --secure-port: "(its --port)" sent the reader to plain HTTP
+        assert "(its --port)" not in notes and "--secure-port" in notes, notes
     elif replicas == 1:
         assert f"{url} reaches the scheduler pod" in notes.replace("\n", " ")
         assert "the standby too" not in notes
@@ -1530,6 +1533,59 @@ def test_notes_say_who_reaches_the_scheduler_port(helm: Path, tmp_path: Path) ->
     assert "your Prometheus' pods must be among them" in monitored, monitored
     closed = " ".join(_notes(helm, tmp_path, {"networkPolicy": {"enabled": True, "from": []}}).split())
     assert "admits no pod to port 10259" in closed, closed
+
+
+DEBUG_READER = ("kubectl create clusterrole tessera-debug-reader --verb=get --non-resource-url=/configz "
+                "--non-resource-url=/gpu-map --non-resource-url=/gpu-map.json")
+
+
+@pytest.mark.parametrize(("args", "open_paths"), [
+    ([], ""),
+    (["--gpu-map"], ""),
+    (["--gpu-map", "--authorization-always-allow-paths=/healthz,/readyz,/livez,/gpu-map,/gpu-map.json"],
+     "/gpu-map, /gpu-map.json"),
+    (["--gpu-map", "--authorization-always-allow-paths", "healthz,readyz,gpu-map*"], "/gpu-map, /gpu-map.json"),
+    (["--authorization-always-allow-paths=/healthz,/readyz,configz"], "/configz"),
+])
+def test_notes_say_how_to_grant_configz_and_the_gpu_map_and_what_always_allowed_paths_open(
+        helm: Path, tmp_path: Path, args: list[str], open_paths: str) -> None:
+    """A trial found NOTES saying the GPU map goes only to tokens allowed `get` on it while
+    docs/kubectl-tessera.md's browser recipe puts it in --authorization-always-allow-paths, which
+    serves it to anyone who reaches the port; nor did they say how to grant the reads."""
+    notes = " ".join(_notes(helm, tmp_path, {"scheduler": {"extraArgs": args}}).split())
+    assert DEBUG_READER in notes, notes
+    opened = f"--authorization-always-allow-paths serves {open_paths} without a token"
+    assert (opened in notes) == bool(open_paths), notes
+    if open_paths:
+        assert "anyone who reaches port 10259 reads" in notes, notes
+    else:
+        assert "without a token" not in notes, notes
+
+
+def test_the_readmes_clusterrolebindings_are_not_the_charts(helm: Path) -> None:
+    """deploy/README's `kubectl create clusterrolebinding tessera-metrics-reader` took the name of
+    the chart's binding (monitoring.prometheusServiceAccount): moving from deploy/ to the chart
+    stopped at "exists and cannot be imported into the current release"."""
+    readme = (CHART.parents[1] / "README.md").read_text().replace("\\\n", " ")
+    made = set(re.findall(r"kubectl create clusterrolebinding ([a-z0-9.-]+)", readme))
+    assert made, "no kubectl create clusterrolebinding in deploy/README.md"
+    rendered = helm_template(helm, {"monitoring": {"prometheusServiceAccount": {
+        "name": "kube-prometheus-stack-prometheus", "namespace": "monitoring"}}})
+    chart = {d["metadata"]["name"] for d in rendered if d["kind"] == "ClusterRoleBinding"}
+    assert "tessera-metrics-reader" in chart
+    assert not made & chart, made & chart
+
+
+def test_the_readmes_service_monitor_for_deploy_is_the_charts(helm: Path) -> None:
+    """deploy/README.md gave kustomize users no ServiceMonitor, and its plain scrape config named
+    the port `metrics` the scheduler pods lost in daa24b3: the README's is the chart's spec."""
+    readme = (CHART.parents[1] / "README.md").read_text()
+    section = readme.split("- **Prometheus Operator with deploy/**", 1)[1]
+    block = section.split("```yaml", 1)[1].split("```", 1)[0]
+    monitor = yaml.safe_load(textwrap.dedent(block))
+    chart = find(helm_template(helm, {"monitoring": {"serviceMonitor": {"enabled": True}}}, "tessera-system"),
+                 "ServiceMonitor", "tessera-scheduler")
+    assert monitor["spec"] == chart["spec"], _diff(chart["spec"], monitor["spec"])
 
 
 # --- the GPU pod policy's NVIDIA_VISIBLE_DEVICES rule (gpuPodPolicy.refuseVisibleDevicesEnv) ---------

@@ -512,3 +512,28 @@ def test_the_live_scrape_recipe_feeds_promtool_every_metric_the_rules_read(tmp_p
     kept = {re.split(r"[{ ]", sample, maxsplit=1)[0] for sample in done.stdout.splitlines()}
     assert kept == used - {"up"}, (done.stderr, sorted(kept ^ (used - {"up"})))
     assert len(done.stdout.splitlines()) == 2 * len(used - {"up"})  # both samples of each, no HELP line
+
+
+def test_scheduler_down_names_the_secure_ports_scrape_failures() -> None:
+    """Since daa24b3 a scrape needs a token, RBAC and the scheduler's own TokenReviews: a trial's
+    Prometheus got 403s while both pods were Ready and scheduling, and the alert's description said
+    only "check the ServiceMonitor's job"."""
+    description = " ".join(_alert(_groups(), "TesseraSchedulerDown")["annotations"]["description"].split())
+    for cause in ("401", "403", "500", "Ready", "system:auth-delegator", "tessera-metrics-reader",
+                  "NetworkPolicy", "TLS", "/readyz"):
+        assert cause in description, (cause, description)
+
+
+def test_the_readmes_plain_prometheus_scrape_config_is_valid_and_scrapes_the_secure_port(tmp_path: Path) -> None:
+    """deploy/README.md's Plain Prometheus said `role: pod` with port `metrics`, a port the
+    scheduler pods no longer have (daa24b3: `https`, HTTPS, a bearer token)."""
+    readme = (Path(__file__).parents[2] / "deploy" / "README.md").read_text()
+    section = readme.split("- **Plain Prometheus**", 1)[1].split("\n## ", 1)[0]
+    config = section.split("```yaml", 1)[1].split("```", 1)[0]
+    [job] = yaml.safe_load(config)["scrape_configs"]
+    assert job["scheme"] == "https" and job["authorization"]["credentials_file"] and "tls_config" in job, job
+    keep = [r for r in job["relabel_configs"] if r.get("action") == "keep"]
+    assert any(r.get("regex") == "https" and "port_name" in "".join(r["source_labels"]) for r in keep), keep
+    (tmp_path / "prometheus.yml").write_text(config)
+    done = _promtool(tmp_path, "check", "config", "--syntax-only", "prometheus.yml")
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -85,6 +85,43 @@ kube-scheduler's scheduler name and Lease (scheduler/api/config_model.py kube_sc
 {{- if or .Values.scheduler.replaceDefaultScheduler (has "--replace-default-scheduler" (.Values.scheduler.extraArgs | default list)) }}true{{ end }}
 {{- end }}
 
+{{- /*
+The values of --authorization-always-allow-paths in scheduler.extraArgs (`--flag=value` or `--flag`
+then its value), each followed by a newline (`splitList "\n" | initial` lists them), in order:
+tessera run's argparse keeps the last. Nothing when it is not given: tessera run's default,
+/healthz,/readyz,/livez.
+*/}}
+{{- define "tessera.alwaysAllowPathsValues" -}}
+{{- $flag := "--authorization-always-allow-paths" }}
+{{- $prev := "" }}
+{{- range (.Values.scheduler.extraArgs | default list) }}
+{{- $arg := toString . }}
+{{- if eq $prev $flag }}
+{{- printf "%s\n" $arg }}
+{{- else if hasPrefix (printf "%s=" $flag) $arg }}
+{{- printf "%s\n" (trimPrefix (printf "%s=" $flag) $arg) }}
+{{- end }}
+{{- $prev = $arg }}
+{{- end }}
+{{- end }}
+
+{{- /*
+"true" when .value (an --authorization-always-allow-paths list) serves .path (no leading /)
+without a token, as upstream's path authorizer reads the list: exact, or a prefix before a
+trailing *, the leading / optional.
+*/}}
+{{- define "tessera.alwaysAllows" -}}
+{{- $path := .path }}
+{{- $covered := false }}
+{{- range (splitList "," .value) }}
+{{- $pattern := trimPrefix "/" (trim .) }}
+{{- if or (eq $pattern $path) (and (hasSuffix "*" $pattern) (hasPrefix (trimSuffix "*" $pattern) $path)) }}
+{{- $covered = true }}
+{{- end }}
+{{- end }}
+{{- if $covered }}true{{ end }}
+{{- end }}
+
 {{/*
 The `tessera run` arguments after the chart's own --config, --bind-address and --port, which
 scheduler.extraArgs must not repeat: the last flag wins, and a second --port or --bind-address
@@ -93,7 +130,6 @@ an --authorization-always-allow-paths without /healthz and /readyz puts the prob
 */}}
 {{- define "tessera.schedulerExtraArgs" -}}
 {{- $args := .Values.scheduler.extraArgs | default list }}
-{{- $prev := "" }}
 {{- range $args }}
 {{- $arg := toString . }}
 {{- range (list "--config" "--bind-address" "--secure-port" "--tls-cert-file" "--tls-private-key-file") }}
@@ -104,26 +140,15 @@ an --authorization-always-allow-paths without /healthz and /readyz puts the prob
 {{- if or (eq $arg "--port") (hasPrefix "--port=" $arg) }}
 {{- fail "scheduler.extraArgs: --port serves plain HTTP, which the chart keeps out (tessera run takes it or --secure-port, not both): the scheduler serves HTTPS on scheduler.port" }}
 {{- end }}
-{{- /* the kubelet's probes send no token: their paths stay always allowed (as upstream's path
-authorizer reads the list: exact or a prefix before a trailing *, the leading / optional) */}}
-{{- $allowFlag := "--authorization-always-allow-paths" }}
-{{- if or (eq $prev $allowFlag) (hasPrefix (printf "%s=" $allowFlag) $arg) }}
-{{- $patterns := splitList "," (eq $prev $allowFlag | ternary $arg (trimPrefix (printf "%s=" $allowFlag) $arg)) }}
+{{- end }}
+{{- /* the kubelet's probes send no token: their paths stay always allowed */}}
+{{- range (include "tessera.alwaysAllowPathsValues" . | splitList "\n" | initial) }}
+{{- $value := . }}
 {{- range (list "healthz" "readyz") }}
-{{- $probe := . }}
-{{- $covered := false }}
-{{- range $patterns }}
-{{- $pattern := trimPrefix "/" (trim .) }}
-{{- if or (eq $pattern $probe) (and (hasSuffix "*" $pattern) (hasPrefix (trimSuffix "*" $pattern) $probe)) }}
-{{- $covered = true }}
+{{- if not (include "tessera.alwaysAllows" (dict "value" $value "path" .)) }}
+{{- fail (printf "scheduler.extraArgs: --authorization-always-allow-paths must keep /healthz and /readyz (the kubelet's probes send no token; without them each probe waits for a SubjectAccessReview, and the liveness probe restarts the pods while the apiserver cannot answer): add them to %s" $value) }}
 {{- end }}
 {{- end }}
-{{- if not $covered }}
-{{- fail (printf "scheduler.extraArgs: %s must keep /healthz and /readyz (the kubelet's probes send no token; without them each probe waits for a SubjectAccessReview, and the liveness probe restarts the pods while the apiserver cannot answer): add them to %s" $allowFlag $arg) }}
-{{- end }}
-{{- end }}
-{{- end }}
-{{- $prev = $arg }}
 {{- end }}
 {{- if and .Values.scheduler.replaceDefaultScheduler (not (has "--replace-default-scheduler" $args)) }}
 {{- $args = append $args "--replace-default-scheduler" }}
