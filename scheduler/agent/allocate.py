@@ -27,6 +27,12 @@ gave, for as long as the pod is on the node and not terminal, and persisted in a
 device-plugin directory (the kubelet deletes only sockets there): an agent restart in the middle of
 a multi-container pod does not hand container B the devices of container A, and the slots live pods
 hold stay known (`ServedLedger`).
+
+A refusal is told to the kubelet, which makes it the refused pod's `UnexpectedAdmissionError` Event
+and status message, read by that pod's tenant: what it says of other pods follows
+`scheduler.core.tenants.pods_named` — pods of the refused pod's namespace named, the others counted,
+and none named where the agent could not tell which pod the call is for. The agent's log line,
+read by operators, names every pod (`AllocationError`).
 """
 
 from __future__ import annotations
@@ -57,6 +63,7 @@ from scheduler.core.annotations import (
 from scheduler.core.objects import in_terminal_phase
 from scheduler.core.lifecycle import APP, INIT, SIDECAR, ContainerKind, Phases, container_phases, device_holds
 from scheduler.core.state.ledger import over_text
+from scheduler.core.tenants import pods_named
 
 __all__ = [
     "Allocation",
@@ -82,7 +89,21 @@ ServedKey = tuple[str, str, str]  # (pod uid, container name, resource name)
 
 
 class AllocationError(Exception):
-    """No unique pod matches an Allocate call; the message is what the kubelet reports."""
+    """An Allocate call refused: no unique pod matches it, or its devices cannot be handed out.
+
+    The message, for the agent's log, names every pod; `told` is what the kubelet reports, on the
+    refused pod, where it must say less (`_refusal`)."""
+
+    def __init__(self, message: str, told: str = "") -> None:
+        super().__init__(message)
+        self.told = told or message
+
+
+def _refusal(namespace: str | None, worded: Callable[[str | None], str]) -> AllocationError:
+    """An `AllocationError` naming other pods by `worded(namespace)`, which words its message for a
+    pod of `namespace` (None: not known which pod the call is for) by `pods_named`: the log line,
+    `worded("")`, names them all."""
+    return AllocationError(worded(""), worded(namespace))
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,33 +273,35 @@ def find_allocation(pods: Iterable[Mapping[str, Any]], node_name: str, resource_
         elif unmatched:
             others.append(f"{key} ({'; '.join(unmatched)})")
     request = f"{count} {resource_name}"
+    # the refusals below are of a call the agent could not tie to a pod: it may be any namespace's (a
+    # static pod's; a pod's whose init containers' devices the kubelet reuses, so that it asks for
+    # fewer than its request), so they name no pod to it (None)
+    matching = [f"{c.pod_key} container {c.container}" for c in candidates]
     if rivals:
-        waiting = f"; the call may be for {', '.join(f'{c.pod_key} container {c.container}' for c in candidates)}" \
-            if candidates else ""
-        raise AllocationError(
-            f"{', '.join(rivals)} also asks for {request} but Tessera did not set up its devices here (no "
+        raise _refusal(None, lambda here: (
+            f"{pods_named(here, rivals)} also asks for {request} but Tessera did not set up its devices here (no "
             f"{DEVICES} entry of its own waiting for this call: placed without Tessera, or annotations copied from "
-            f"another pod){waiting}. Refusing to guess which pod this call is for: pods asking for {resource_name} "
-            "must be scheduled by Tessera")
+            f"another pod){f'; the call may be for {pods_named(here, matching)}' if matching else ''}. Refusing to "
+            f"guess which pod this call is for: pods asking for {resource_name} must be scheduled by Tessera"))
     if len(candidates) == 1:
         _refuse_held_devices(pods, node_name, candidates[0])
         return candidates[0]
     if not candidates:
-        detail = f"; other pods here waiting for {resource_name}: {', '.join(others)}" if others else ""
-        again = (f". An earlier call of this size was answered for {', '.join(answered)}, which is still waiting: "
-                 f"either the kubelet restarted while admitting it, or that call was for a pod the apiserver does not "
-                 f"show on this node — a static pod asking for {resource_name} (the kubelet admits it before it "
-                 f"creates the mirror pod), which got those devices; static pods must not ask for {resource_name}"
-                 ) if answered else ""
-        raise AllocationError(
-            f"no pod on node {node_name} is waiting for {request}: none has {PHASE}={PHASE_ALLOCATING} "
-            f"with an unserved {DEVICES} entry of exactly that size{detail}{again}. Refusing to guess which "
-            f"devices to hand out (was the pod scheduled by Tessera?)")
-    names = ", ".join(f"{c.pod_key} container {c.container}" for c in candidates)
-    raise AllocationError(
-        f"{len(candidates)} pods on node {node_name} match a request for {request}: {names}. "
+        def no_match(here: str | None) -> str:
+            detail = f"; other pods here waiting for {resource_name}: {pods_named(here, others)}" if others else ""
+            again = (f". An earlier call of this size was answered for {pods_named(here, answered)}, which is still "
+                     f"waiting: either the kubelet restarted while admitting it, or that call was for a pod the "
+                     f"apiserver does not show on this node — a static pod asking for {resource_name} (the kubelet "
+                     f"admits it before it creates the mirror pod), which got those devices; static pods must not ask "
+                     f"for {resource_name}") if answered else ""
+            return (f"no pod on node {node_name} is waiting for {request}: none has {PHASE}={PHASE_ALLOCATING} "
+                    f"with an unserved {DEVICES} entry of exactly that size{detail}{again}. Refusing to guess which "
+                    f"devices to hand out (was the pod scheduled by Tessera?)")
+        raise _refusal(None, no_match)
+    raise _refusal(None, lambda here: (
+        f"{len(candidates)} pods on node {node_name} match a request for {request}: {pods_named(here, matching)}. "
         f"Refusing to guess; the scheduler never binds two such pods at once, so their "
-        f"{DEVICES} annotations were probably written by hand")
+        f"{DEVICES} annotations were probably written by hand"))
 
 
 def _refuse_held_devices(pods: Iterable[Mapping[str, Any]], node_name: str, allocation: Allocation) -> None:
@@ -336,10 +359,10 @@ def _refuse_held_by(allocation: Allocation, wanted: Mapping[str, bool], node_nam
             for grant in grants:
                 whole = wanted.get(grant.device_id)
                 if whole is not None and (whole or grant.amount is None):
-                    raise AllocationError(
-                        f"device {grant.device_id} is also assigned to {holder}, which is still on "
-                        f"node {node_name}: refusing to hand it to {allocation.pod_key} as well (one GPU for two "
-                        f"pods; see the scheduler's DeviceConflict Events)")
+                    raise _refusal(allocation.namespace, lambda here: (
+                        f"device {grant.device_id} is also assigned to {pods_named(here, [holder])}, which is still "
+                        f"on node {node_name}: refusing to hand it to {allocation.pod_key} as well (one GPU for two "
+                        f"pods; see the scheduler's DeviceConflict Events)"))
 
 
 def _decode_held(allocation: Allocation, node_name: str, holder: str, key: str,
@@ -349,10 +372,11 @@ def _decode_held(allocation: Allocation, node_name: str, holder: str, key: str,
     try:
         return decode_devices(raw)
     except AnnotationError as err:
-        raise AllocationError(
-            f"{holder}, still on node {node_name}, has an unreadable {key} annotation ({err}): "
+        why = str(err)
+        raise _refusal(allocation.namespace, lambda here: (
+            f"{pods_named(here, [holder])}, still on node {node_name}, has an unreadable {key} annotation ({why}): "
             f"which GPUs it holds is unknown, so none is handed to {allocation.pod_key} until that "
-            "annotation is fixed or the pod is gone") from None
+            "annotation is fixed or the pod is gone")) from None
 
 
 def _pod_phases(pod: Mapping[str, Any]) -> dict[str, Phases]:
@@ -434,12 +458,12 @@ def check_shared_capacity(pods: Iterable[Mapping[str, Any]], node_name: str, all
         others = sorted({holder for dimension, _, _ in over
                          for holder in (*holders.get(device_id, {}).get(dimension, ()),
                                         *holders.get(device_id, {}).get("", ()))})
-        beside = f", and {', '.join(others)} that {'holds a slice' if len(others) == 1 else 'hold slices'} of it" \
-            if others else ""
-        raise AllocationError(
-            f"device {device_id} is shared beyond its capacity: {allocation.pod_key}{beside}, still on node "
+        holds = "holds a slice" if len(others) == 1 else "hold slices"
+        raise _refusal(allocation.namespace, lambda here: (
+            f"device {device_id} is shared beyond its capacity: {allocation.pod_key}"
+            f"{f', and {pods_named(here, others)} that {holds} of it' if others else ''}, still on node "
             f"{node_name}, would use {over_text(over)}: refusing to hand it to {allocation.pod_key} as well "
-            "(slices given out beyond the GPU; see the scheduler's DeviceConflict Events)")
+            "(slices given out beyond the GPU; see the scheduler's DeviceConflict Events)"))
 
 
 def check_local_devices(allocation: Allocation, node_name: str,

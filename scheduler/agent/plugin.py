@@ -275,8 +275,9 @@ class Endpoint:
             try:
                 responses.append(await self.allocate_fn(self.plan, ids))
             except AllocationError as err:
+                # the kubelet makes it the refused pod's Event, read by its tenant (`told`); the log names every pod
                 log.error("plugin.allocate_refused", resource=self.plan.resource_name, slots=ids, reason=str(err))
-                await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(err))
+                await context.abort(grpc.StatusCode.FAILED_PRECONDITION, err.told)
             except Exception as err:
                 log.exception("plugin.allocate_failed", resource=self.plan.resource_name, slots=ids)
                 await context.abort(grpc.StatusCode.INTERNAL, f"tessera agent: {_describe(err)}")

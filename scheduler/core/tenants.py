@@ -14,17 +14,19 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 
-def pods_named(namespace: str, keys: Iterable[str], names: Callable[[list[str]], str] = ", ".join) -> str:
+def pods_named(namespace: str | None, keys: Iterable[str], names: Callable[[list[str]], str] = ", ".join) -> str:
     """The pods `keys` (namespace/name; a key without a namespace counts as another's) as an Event
     regarding an object of `namespace` may say them: those of `namespace` named by `names` (in
     the order given), the others counted after them — "team-a/x, team-a/y and 2 pods in other
     namespaces", "1 pod in another namespace". `namespace` "" — an Event on a cluster-scoped object
-    (a Node, an ExtendedResource), which operators read, or a log line — names every pod."""
+    (a Node, an ExtendedResource), which operators read, or a log line — names every pod. None — a
+    message for a pod not known (the node agent's refusal of an Allocate call, which names no pod,
+    that it could not tie to one): it may be any namespace's, so every pod is counted ("2 pods")."""
     keys = list(keys)
-    here = [key for key in keys if not namespace or key.partition("/")[:2] == (namespace, "/")]
+    here = [] if namespace is None else [key for key in keys if not namespace or key.partition("/")[:2] == (namespace, "/")]
     text = names(here) if here else ""
     elsewhere = len(keys) - len(here)
     if elsewhere:
-        text += (f"{' and ' if text else ''}{elsewhere} pod{'' if elsewhere == 1 else 's'} in "
-                 f"{'another namespace' if elsewhere == 1 else 'other namespaces'}")
+        where = "" if namespace is None else " in another namespace" if elsewhere == 1 else " in other namespaces"
+        text += f"{' and ' if text else ''}{elsewhere} pod{'' if elsewhere == 1 else 's'}{where}"
     return text

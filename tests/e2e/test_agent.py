@@ -428,11 +428,13 @@ async def test_forged_or_unscheduled_pods_get_an_error_not_a_guess(
     a = await kubectl.create_pod(namespace, forged("forged-a", devices[0]["uuid"]))
     await kubectl.create_pod(namespace, forged("forged-b", devices[1]["uuid"]))
     await asyncio.sleep(0.5)
+    # the agent cannot tell which pod a call is for here: the refused pod's message (its tenant's to
+    # read) counts the pods, which may be of any namespace; the agent's log names them
     with pytest.raises(AdmissionError, match=r"FAILED_PRECONDITION: 2 pods on node forge-1 match a request for "
-                                             r"1 class.tessera.dev/v100: .*forged-a.*forged-b.*Refusing to guess"):
+                                             r"1 class.tessera.dev/v100: 2 pods\. Refusing to guess"):
         await node.kubelet.admit(a)
     stray = await kubectl.create_pod(namespace, b.pod("stray", node_name="forge-1", limits={v100: 2}))
-    with pytest.raises(AdmissionError, match=r"FAILED_PRECONDITION: .*/stray \(container main\) also asks for 2 "
+    with pytest.raises(AdmissionError, match=r"FAILED_PRECONDITION: 1 pod also asks for 2 "
                                              r"class.tessera.dev/v100 but Tessera did not set up its devices here"):
         await node.kubelet.admit(stray)
     pods = await kubectl.pods(namespace)

@@ -34,11 +34,11 @@ def _grants(*ids: str, amount: Fraction | None = None) -> tuple[DeviceGrant, ...
 
 def _pod(name: str, assignment: dict[str, dict[str, tuple[DeviceGrant, ...]]], *, phase: str = "Allocating",
          containers: list[str] | None = None, init: list[str] | None = None, node: str = "n",
-         status: str = "Pending", raw: str | None = None) -> dict[str, Any]:
+         status: str = "Pending", raw: str | None = None, namespace: str = "ns") -> dict[str, Any]:
     annotations = {"tessera.dev/devices": raw if raw is not None else encode_devices(assignment)}
     if phase:
         annotations["tessera.dev/phase"] = phase
-    pod = b.pod(name, namespace="ns", node_name=node, phase=status, annotations=annotations,
+    pod = b.pod(name, namespace=namespace, node_name=node, phase=status, annotations=annotations,
                 containers=[b.container(c) for c in (containers or ["main"])],
                 init_containers=[b.container(c) for c in init] if init else None)
     return pod
@@ -428,3 +428,78 @@ def test_every_grant_of_the_container_must_be_a_local_healthy_device() -> None:
         check_local_devices(found, "n", {**local, "n.gpu-9": ("GPU-8", None)})
     with pytest.raises(AllocationError, match=r"device n.gpu-9 is unhealthy \(XidError\)"):
         check_local_devices(found, "n", {**local, "n.gpu-9": ("GPU-9", "XidError")})
+
+
+# The kubelet turns a refusal (`told`) into the refused pod's UnexpectedAdmissionError Event and
+# status message, read by that pod's tenant: it names no pod of another namespace, and where the
+# agent cannot tell which pod the call is for (find_allocation's refusals) it names none; the
+# agent's log line (str) names every pod (scheduler.core.tenants.pods_named).
+
+
+def test_a_rival_of_another_namespace_is_only_counted_to_the_pod_refused() -> None:
+    waiting = _pod("waiting", {"main": {V100: _grants("1")}})
+    stray = b.pod("stray", namespace="team-b", node_name="n", limits={V100: 1})
+    with pytest.raises(AllocationError) as err:
+        find_allocation([waiting, stray], "n", V100, 1, None, set())
+    assert err.value.told.startswith("1 pod also asks for 1 class.tessera.dev/v100 but Tessera did not set up")
+    assert "; the call may be for 1 pod. Refusing to guess" in err.value.told
+    assert "team-b" not in err.value.told and "ns/waiting" not in err.value.told
+    assert str(err.value).startswith("team-b/stray (container main) also asks for 1 class.tessera.dev/v100")
+    assert "the call may be for ns/waiting container main" in str(err.value)
+
+
+def test_pods_waiting_for_another_size_in_another_namespace_are_only_counted_to_the_pod_refused() -> None:
+    two = _pod("two", {"main": {V100: _grants("1", "2")}}, namespace="team-b")
+    answered = _pod("answered", {"main": {V100: _grants("3")}}, namespace="team-b")
+    with pytest.raises(AllocationError) as err:
+        find_allocation([two, answered], "n", V100, 1, None, {(_uid(answered), "main", V100)})
+    assert "; other pods here waiting for class.tessera.dev/v100: 1 pod. An earlier call of this size was " \
+           "answered for 1 pod, which is still waiting" in err.value.told
+    assert "team-b" not in err.value.told
+    assert "waiting for class.tessera.dev/v100: team-b/two (main wants 2). An earlier call of this size was " \
+           "answered for team-b/answered container main" in str(err.value)
+
+
+def test_several_candidates_are_only_counted_to_the_pod_refused() -> None:
+    a = _pod("a", {"main": {V100: _grants("1")}})
+    forged = _pod("forged", {"main": {V100: _grants("2")}}, namespace="team-b")
+    with pytest.raises(AllocationError) as err:
+        find_allocation([a, forged], "n", V100, 1, None, set())
+    assert err.value.told.startswith("2 pods on node n match a request for 1 class.tessera.dev/v100: 2 pods. ")
+    assert "team-b" not in err.value.told
+    assert "ns/a container main, team-b/forged container main" in str(err.value)
+
+
+def test_a_holder_of_another_namespace_is_only_counted_to_the_pod_refused() -> None:
+    holder = _running("holder", {"main": {V100: _grants("2")}}, namespace="team-b")
+    late = _pod("late", {"main": {V100: _grants("2")}})
+    with pytest.raises(AllocationError) as err:
+        find_allocation([holder, late], "n", V100, 1, None, set())
+    assert err.value.told.startswith("device GPU-2 is also assigned to 1 pod in another namespace, which is still "
+                                     "on node n: refusing to hand it to ns/late as well")
+    assert "team-b" not in err.value.told
+    assert "device GPU-2 is also assigned to team-b/holder, which is still on node n" in str(err.value)
+
+
+def test_an_unreadable_holder_of_another_namespace_is_only_counted_to_the_pod_refused() -> None:
+    holder = _running("holder", {"main": {V100: _grants("1")}}, namespace="team-b")
+    holder["metadata"]["annotations"]["tessera.dev/devices"] = '{"containers":{},"version":2}'
+    late = _pod("late", {"main": {V100: _grants("2")}})
+    with pytest.raises(AllocationError) as err:
+        find_allocation([holder, late], "n", V100, 1, None, set())
+    assert err.value.told.startswith("1 pod in another namespace, still on node n, has an unreadable "
+                                     "tessera.dev/devices annotation")
+    assert "team-b" not in err.value.told
+    assert str(err.value).startswith("team-b/holder, still on node n, has an unreadable tessera.dev/devices")
+
+
+def test_slice_holders_of_other_namespaces_are_only_counted_to_the_pod_refused() -> None:
+    holders = [_running(f"slice-{i}", {"main": {SLICE: _slice(5 * GI)}}, namespace=namespace)
+               for i, namespace in enumerate(("ns", "team-b", "team-c"))]
+    late = _pod("late", {"main": {SLICE: _slice(5 * GI)}})
+    with pytest.raises(AllocationError) as err:
+        _admit_slice([*holders, late])
+    assert err.value.told.startswith("device GPU-3 is shared beyond its capacity: ns/late, and ns/slice-0 and 2 pods "
+                                     "in other namespaces that hold slices of it, still on node n, would use 20Gi")
+    assert "team-" not in err.value.told
+    assert "ns/late, and ns/slice-0, team-b/slice-1, team-c/slice-2 that hold slices of it" in str(err.value)

@@ -13,6 +13,7 @@ from typing import Any
 import anyio
 import pytest
 import pytest_asyncio
+import structlog
 
 from scheduler.agent import plugin
 from scheduler.agent.allocate import AllocationError
@@ -125,6 +126,26 @@ async def test_allocation_error_is_failed_precondition(kubelet: FakeKubelet, plu
         await kubelet.wait_for(lambda: kubelet.status().get("class.tessera.dev/v100") == (2, 2))
         with pytest.raises(AdmissionError, match="FAILED_PRECONDITION: no pod on node n is waiting"):
             await kubelet.admit(_pod("p1", [("main", {"class.tessera.dev/v100": 1})]))
+
+
+async def test_the_kubelet_is_told_what_the_refused_pod_may_read_and_the_log_names_every_pod(
+        kubelet: FakeKubelet, plugin_dir: Path) -> None:
+    """The kubelet makes a refusal the pod's UnexpectedAdmissionError Event and status message, read
+    by its tenant: it gets `told`, which names no pod of another namespace; the agent's log line,
+    read by operators, keeps every name."""
+    async def refuse(plan: EndpointPlan, ids: list[str]) -> api_pb2.ContainerAllocateResponse:
+        raise AllocationError("device GPU-2 is also assigned to team-b/holder",
+                              told="device GPU-2 is also assigned to 1 pod in another namespace")
+
+    endpoint = Endpoint(plugin_dir, _plan(), refuse)
+    async with served(endpoint):
+        await kubelet.wait_for(lambda: kubelet.status().get("class.tessera.dev/v100") == (2, 2))
+        with structlog.testing.capture_logs() as logs, \
+                pytest.raises(AdmissionError, match="FAILED_PRECONDITION: device GPU-2 is also assigned to 1 pod in "
+                                                    "another namespace$"):
+            await kubelet.admit(_pod("p1", [("main", {"class.tessera.dev/v100": 1})]))
+    [refused] = [line for line in logs if line["event"] == "plugin.allocate_refused"]
+    assert refused["reason"] == "device GPU-2 is also assigned to team-b/holder"
 
 
 async def test_init_container_devices_are_reused_like_the_kubelet(kubelet: FakeKubelet, plugin_dir: Path) -> None:
