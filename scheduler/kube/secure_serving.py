@@ -34,6 +34,11 @@ kube-scheduler's defaults, the handler chain of `app.buildHandlerChain`):
   answer longer than the review timeout has failed: anyone who reaches the port can send made-up
   tokens, each a TokenReview on the scheduler's own apiserver client, whose connection pool the
   Binder and the Lease renewals need (upstream's reviews have a client of their own, 200 QPS).
+* Single flight as upstream's: requests with the same token that miss the cache at once share one
+  TokenReview (`cachedTokenAuthenticator`'s singleflight group), and each gets its answer or its
+  failure; the review is detached from the request that started it, so a scrape that goes away does
+  not fail the others waiting on it. SubjectAccessReviews are not merged: upstream's webhook
+  authorizer has a response cache and no singleflight, so identical ones in flight are each made.
 
 Not in scope: client-certificate authentication (`--client-ca-file`) and the front proxy's
 request headers (`--requestheader-*`): a request with only a client certificate is anonymous here.
@@ -44,6 +49,7 @@ scheduling loop's write tokens (`limited=False`), so scrapes cannot slow Binding
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import hashlib
 import ssl
@@ -52,7 +58,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 import anyio
 import orjson
@@ -239,6 +245,31 @@ class _Cache:
             del self._entries[next(iter(self._entries))]
 
 
+_T = TypeVar("_T")
+
+
+class _SingleFlight(Generic[_T]):
+    """golang.org/x/sync/singleflight's `DoChan` as upstream's cached token authenticator uses it:
+    one call per key in flight, its result (or exception) every caller's. The call is a task of its
+    own, not the first caller's: a caller that is cancelled stops waiting, the call goes on."""
+
+    def __init__(self) -> None:
+        self._calls: dict[object, asyncio.Future[_T]] = {}
+
+    async def do(self, key: object, call: Callable[[], Awaitable[_T]]) -> _T:
+        future = self._calls.get(key)
+        if future is None:
+            future = asyncio.ensure_future(call())
+            self._calls[key] = future
+            future.add_done_callback(lambda done: self._done(key, done))
+        return await asyncio.shield(future)
+
+    def _done(self, key: object, future: asyncio.Future[_T]) -> None:
+        del self._calls[key]
+        if not future.cancelled():
+            future.exception()  # retrieved here too: every waiter may have gone before it ended
+
+
 class DelegatedAuth:
     """The authentication and authorization filters in front of every route (`middleware`)."""
 
@@ -247,6 +278,7 @@ class DelegatedAuth:
         self._reviewer = reviewer
         self._always_allow = tuple(always_allow_paths)
         self._tokens = _Cache(clock)
+        self._token_flights: _SingleFlight[User | None] = _SingleFlight()
         self._decisions = _Cache(clock)
         self._slots = anyio.Semaphore(REVIEWS_IN_FLIGHT)
         self._failing: dict[str, str] = {}  # review kind -> the failure last logged, until one succeeds
@@ -284,6 +316,10 @@ class DelegatedAuth:
         cached = self._tokens.get(key)
         if isinstance(cached, _Authn):
             return cached.user
+        return await self._token_flights.do(key, lambda: self._review_token(key, token))
+
+    async def _review_token(self, key: bytes, token: str) -> User | None:
+        """The one TokenReview of a token in flight, its answer cached (`authenticate`)."""
         status = await self._review(TOKEN_REVIEWS, {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
                                                     "spec": {"token": token}})
         user = _user(status) if status.get("authenticated") is True else None

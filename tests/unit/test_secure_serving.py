@@ -383,3 +383,43 @@ async def test_tessera_run_serves_its_rotated_certificate_files(monkeypatch: pyt
             signals.send()
             await until(lambda: bool(result))
     assert result == [0]
+
+
+async def test_identical_token_reviews_in_flight_are_one_review_and_each_waiter_gets_its_answer() -> None:
+    # upstream's cachedTokenAuthenticator merges the lookups of one token in flight (singleflight):
+    # a scrape burst with one ServiceAccount token is one TokenReview, not one per connection
+    slow = SlowReviews()
+    slow.users["good"] = {"username": "prom"}
+    auth = DelegatedAuth(slow)
+    users = await asyncio.gather(*(auth.authenticate(token) for token in ["good"] * 20 + ["forged"] * 20))
+    assert users == [secure_serving.User("prom", groups=("system:authenticated",))] * 20 + [None] * 20
+    assert sorted(spec["token"] for spec in slow.of(TOKEN_REVIEWS)) == ["forged", "good"]
+    slow.down = True  # a failure is every waiter's, and not remembered: the next lookup asks again
+    results = await asyncio.gather(*(auth.authenticate("new") for _ in range(20)), return_exceptions=True)
+    assert all(isinstance(result, ReviewFailed) for result in results) and len(slow.calls) == 3
+    assert isinstance((await asyncio.gather(auth.authenticate("new"), return_exceptions=True))[0], ReviewFailed)
+    assert len(slow.calls) == 4
+
+
+async def test_a_waiter_that_gives_up_leaves_the_shared_token_review_to_the_others() -> None:
+    # upstream detaches the shared lookup from the request that started it: a scrape that is cancelled
+    # (its client went away) does not fail the scrapes waiting on the same review
+    slow = SlowReviews()
+    slow.users["good"] = {"username": "prom"}
+    auth = DelegatedAuth(slow)
+    first = asyncio.ensure_future(auth.authenticate("good"))
+    await asyncio.sleep(0)
+    second = asyncio.ensure_future(auth.authenticate("good"))
+    await asyncio.sleep(0)
+    first.cancel()
+    assert (await second) == secure_serving.User("prom", groups=("system:authenticated",))
+    assert len(slow.calls) == 1
+
+
+async def test_identical_access_reviews_in_flight_are_each_made_as_upstreams_webhook_authorizer() -> None:
+    # k8s.io/apiserver's webhook authorizer has a response cache and no singleflight: two requests
+    # that miss the cache at once are two SubjectAccessReviews (kept, not merged)
+    slow = SlowReviews()
+    auth = DelegatedAuth(slow)
+    await asyncio.gather(*(auth.authorize(secure_serving.ANONYMOUS_USER, "/metrics", "get") for _ in range(3)))
+    assert len(slow.of(ACCESS_REVIEWS)) == 3
