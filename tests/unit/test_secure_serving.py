@@ -423,3 +423,32 @@ async def test_identical_access_reviews_in_flight_are_each_made_as_upstreams_web
     auth = DelegatedAuth(slow)
     await asyncio.gather(*(auth.authorize(secure_serving.ANONYMOUS_USER, "/metrics", "get") for _ in range(3)))
     assert len(slow.of(ACCESS_REVIEWS)) == 3
+
+
+async def test_plain_http_to_the_secure_port_is_answered_as_gos_https_server() -> None:
+    # net/http: a first record that looks like an HTTP request ("GET /", "HEAD ", "POST ", "PUT /",
+    # "OPTIO") is answered on the bare connection, so curl and Go clients say what went wrong
+    # (curl's "Empty reply from server" and Go's EOF did not); anything else that is not TLS is closed
+    server = HealthServer("127.0.0.1", 0, healthz=[PING], readyz=[PING], registry=Metrics(profiles=["t"]).registry,
+                          tls=tls_context(None, None))
+
+    async def plain(*chunks: bytes) -> bytes:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        for chunk in chunks:
+            writer.write(chunk)
+            await writer.drain()
+            await asyncio.sleep(0.02)  # a request line in two TCP segments
+        answer = await asyncio.wait_for(reader.read(), 5)
+        writer.close()
+        return answer
+
+    async with server:
+        for request in (b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", b"HEAD / HTTP/1.1\r\n\r\n",
+                        b"OPTIONS * HTTP/1.1\r\n\r\n"):
+            assert await plain(request) == \
+                b"HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n"
+        assert await plain(b"G", b"ET /healthz HTTP/1.1\r\n\r\n") == \
+            b"HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n"
+        assert await plain(b"DELETE / HTTP/1.1\r\n\r\n") == b""  # not one of Go's five: closed
+        assert await plain(b"\x00\x01\x02\x03\x04\x05") == b""
+        assert await _get(f"{server.url}/healthz") == (200, "ok")  # TLS is served as before
