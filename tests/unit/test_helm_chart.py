@@ -781,6 +781,22 @@ def test_service_monitor_and_alert_rules_are_off_by_default_and_render_when_aske
     assert {d["kind"] for d in only_rules} & {"ServiceMonitor", "PrometheusRule"} == {"PrometheusRule"}
 
 
+def test_the_service_monitor_can_send_a_token_from_a_secret_instead_of_bearer_token_file(helm: Path) -> None:
+    """bearerTokenFile is deprecated from prometheus-operator 0.73 and refused where the Prometheus
+    resource denies file-system access (arbitraryFSAccessThroughSMs.deny): the endpoint's
+    `authorization` (SafeAuthorization) takes a Secret key instead; the default stays the file."""
+    credentials = {"name": "prometheus-scraper-token", "key": "token"}
+    docs = helm_template(helm, {"monitoring": {"serviceMonitor": {"enabled": True,
+                                                                  "authorization": {"credentials": credentials}}}})
+    endpoint = find(docs, "ServiceMonitor", "tessera-scheduler")["spec"]["endpoints"][0]
+    assert "bearerTokenFile" not in endpoint
+    assert endpoint["authorization"] == {"type": "Bearer", "credentials": credentials}
+    for wrong in ({"credentials": {"name": "prometheus-scraper-token"}}, {"credentials": {"name": "", "key": "t"}},
+                  {"type": "Basic", "credentials": credentials}):
+        error = helm_template_error(helm, {"monitoring": {"serviceMonitor": {"enabled": True, "authorization": wrong}}})
+        assert "/monitoring/serviceMonitor/authorization" in error, error
+
+
 def test_a_service_monitor_without_the_metrics_service_is_refused(helm: Path) -> None:
     values = {"monitoring": {"serviceMonitor": {"enabled": True}}, "scheduler": {"metricsService": {"enabled": False}}}
     assert "monitoring.serviceMonitor.enabled needs scheduler.metricsService.enabled" in helm_template_error(helm, values)
