@@ -32,17 +32,15 @@ can reach the pod). 10251 is the port kube-scheduler used for its former plain-H
 upstream secure port 10259 is for HTTPS with delegated authentication, which `tessera run
 --secure-port` serves instead of `--port` (the same routes, behind `tls` and the `middlewares` of
 scheduler/kube/secure_serving.py). Port 0 binds a free port; `HealthServer.port` tells which.
-On the HTTPS port a plain-HTTP request is answered `400` as Go's net/http answers it (`_HttpsSite`).
+On the HTTPS port a plain-HTTP request is answered `400` as Go's net/http answers it (scheduler/kube/https_site.py).
 """
 
 from __future__ import annotations
 
-import asyncio
 import gzip
 import json
 import logging
 import os
-import socket
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -55,6 +53,7 @@ from aiohttp.typedefs import Middleware
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
+from scheduler.kube.https_site import HttpsSite
 from scheduler.quoted import go_quote
 
 log = structlog.get_logger("tessera.serving")
@@ -145,123 +144,6 @@ _SERVER_LOG.setLevel(logging.WARNING)
 _SERVER_LOG.addHandler(_RequestErrors())
 
 
-# net/http's answer, on the bare connection, to a first TLS record that looks like an HTTP request
-PLAIN_HTTP_ANSWER = b"HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n"
-_HTTP_STARTS = frozenset((b"GET /", b"HEAD ", b"POST ", b"PUT /", b"OPTIO"))  # tlsRecordHeaderLooksLikeHTTP
-PLAIN_HTTP_READ = 4096  # at most this much of a plain-HTTP request is read before it is answered
-ACCEPT_RETRY_SECONDS = 1.0  # asyncio's own wait after a failed accept (out of file descriptors)
-
-
-class _HttpsSite(web.BaseSite):
-    """aiohttp's TCPSite with TLS, except that a connection whose first bytes are a plain-HTTP
-    request gets net/http's `400 Client sent an HTTP request to an HTTPS server.` instead of being
-    closed (curl: "Empty reply from server", a Go client: `EOF`, neither saying why). The first byte
-    is peeked at before the connection is handed to TLS (asyncio's `connect_accepted_socket`), as a
-    TLS record never starts with a letter; what does is read, and answered when its first five bytes
-    are one of Go's (`tlsRecordHeaderLooksLikeHTTP`), closed otherwise, as the TLS stack would."""
-
-    __slots__ = ("_host", "_port", "_listeners", "_tasks")
-
-    def __init__(self, runner: web.BaseRunner, host: str, port: int, *, ssl_context: ssl.SSLContext) -> None:
-        super().__init__(runner, ssl_context=ssl_context)
-        self._host = host
-        self._port = port
-        self._listeners: list[socket.socket] = []
-        self._tasks: set[asyncio.Task[None]] = set()
-
-    @property
-    def name(self) -> str:
-        return f"https://{self._host}:{self._port}"
-
-    async def start(self) -> None:
-        await super().start()
-        loop = asyncio.get_running_loop()
-        factory = self._runner.server
-        assert factory is not None  # BaseSite refuses a runner not set up
-        # bound as TCPSite binds, but the connections are accepted here (`_accept`), not by asyncio
-        self._server = await loop.create_server(factory, self._host, self._port, backlog=self._backlog,
-                                                start_serving=False)
-        for bound in self._server.sockets:
-            listener = socket.fromfd(bound.fileno(), bound.family, bound.type)  # asyncio hands out wrappers
-            listener.setblocking(False)
-            listener.listen(self._backlog)  # asyncio listens when it starts serving, which it does not here
-            self._listeners.append(listener)
-            self._spawn(self._accept(listener))
-
-    async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        for listener in self._listeners:
-            listener.close()
-        await super().stop()
-
-    def _spawn(self, work: Awaitable[None]) -> None:
-        task = asyncio.ensure_future(work)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _accept(self, listener: socket.socket) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            try:
-                conn, _ = await loop.sock_accept(listener)
-            except OSError:
-                await asyncio.sleep(ACCEPT_RETRY_SECONDS)
-                continue
-            self._spawn(self._serve(conn))
-
-    async def _serve(self, conn: socket.socket) -> None:
-        loop = asyncio.get_running_loop()
-        factory, context = self._runner.server, self._ssl_context
-        assert factory is not None and context is not None
-        try:
-            async with asyncio.timeout(KEEPALIVE_SECONDS):  # a connection that says nothing
-                first = await _peek(conn)
-                if first and any(start.startswith(first) for start in _HTTP_STARTS):
-                    # what has come, as crypto/tls reads a record header: the request left unread
-                    # would make the close a reset, and the client not read the answer
-                    head = b""
-                    while len(head) < 5 and (more := await loop.sock_recv(conn, PLAIN_HTTP_READ)):
-                        head += more
-                    if head[:5] in _HTTP_STARTS:
-                        await loop.sock_sendall(conn, PLAIN_HTTP_ANSWER)
-                    conn.close()
-                    return
-            if not first:
-                conn.close()
-                return
-            # the handshake and everything after it are asyncio's and aiohttp's, as with TCPSite
-            await loop.connect_accepted_socket(factory, conn, ssl=context)
-        except (OSError, TimeoutError):  # the handshake failed, the peer went away, or said nothing
-            conn.close()
-        except asyncio.CancelledError:
-            conn.close()
-            raise
-
-
-async def _peek(conn: socket.socket) -> bytes:
-    """The connection's first byte, left for whoever reads next (b"": closed before it sent one)."""
-    loop = asyncio.get_running_loop()
-    while True:
-        try:
-            return conn.recv(1, socket.MSG_PEEK)
-        except BlockingIOError:
-            pass
-        readable: asyncio.Future[None] = loop.create_future()
-        loop.add_reader(conn, _set_once, readable)
-        try:
-            await readable
-        finally:
-            loop.remove_reader(conn)
-
-
-def _set_once(future: asyncio.Future[None]) -> None:
-    """Done, once: a level-triggered reader fires again until the waiting task has run."""
-    if not future.done():
-        future.set_result(None)
-
-
 class ServeError(Exception):
     """The probe/metrics address cannot be served (port taken, address not ours, unknown host):
     a start-up error, worded as one line for the user."""
@@ -319,7 +201,7 @@ class HealthServer:
         await runner.setup()
         try:
             site: web.BaseSite = web.TCPSite(runner, self.host, self.requested_port) if self._tls is None \
-                else _HttpsSite(runner, self.host, self.requested_port, ssl_context=self._tls)
+                else HttpsSite(runner, self.host, self.requested_port, ssl_context=self._tls, idle_seconds=KEEPALIVE_SECONDS)
             await site.start()
         except OSError as err:  # socket.gaierror included: an unknown host name
             await runner.cleanup()
