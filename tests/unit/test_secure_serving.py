@@ -25,8 +25,9 @@ from scheduler.kube import run_cli, secure_serving
 from scheduler.kube.controlplane.certs import CertificateAuthority
 from scheduler.kube.http import KubeHttp, Response
 from scheduler.kube.metrics import Metrics
-from scheduler.kube.secure_serving import (ACCESS_REVIEWS, REVIEWS_IN_FLIGHT, TOKEN_REVIEWS, DelegatedAuth, bearer_token,
-                                           ReviewFailed, ServingCertificate, path_allowed, tls_context)
+from scheduler.kube.secure_serving import (ACCESS_REVIEWS, AUTHENTICATED, REVIEWS_IN_FLIGHT, TOKEN_REVIEWS, DelegatedAuth,
+                                           ReviewFailed, ServingCertificate, User, bearer_token, path_allowed,
+                                           path_problem, tls_context)
 from scheduler.kube.serving import PING, HealthServer, serve
 from tests.fakeapi import FakeApi
 from tests.helpers import until
@@ -213,6 +214,7 @@ def test_always_allowed_paths_take_upstreams_optional_leading_slash(capsys: pyte
         build_parser("run").parse_args(["run", "--secure-port", "0", "--authorization-always-allow-paths",
                                         "/healthz,/debug/*/x"])
     assert 'only trailing * allowed in "debug/*/x"' in capsys.readouterr().err
+    assert [path_problem(p) for p in ("/debug/*", "debug/*", "*")] == [None, None, None]  # a trailing * is the prefix form
 
 
 async def test_the_self_signed_certificate_is_upstreams_localhost_one() -> None:
@@ -311,13 +313,17 @@ async def test_a_review_waiting_past_the_timeout_for_its_turn_has_failed(monkeyp
     class Hung(FakeReviews):
         async def request(self, method: str, path: str, *, body: Any = None, timeout: float = 30.0,
                           limited: bool = True) -> Response:
+            self.calls.append((path, body))
             await hung.wait()  # an apiserver that never answers (the client's own timeout aside)
             raise AssertionError("unreachable")
 
-    auth = DelegatedAuth(Hung())
+    hanging = Hung()
+    auth = DelegatedAuth(hanging)
     results = await asyncio.gather(*(auth.authenticate(f"t{n}") for n in range(REVIEWS_IN_FLIGHT + 1)),
                                    return_exceptions=True)
     assert all(isinstance(result, ReviewFailed) for result in results)
+    # the last one's timeout ran out while it waited for a slot: it never reached the apiserver
+    assert len(hanging.calls) == REVIEWS_IN_FLIGHT
 
 
 async def test_certificate_files_that_change_are_served_from_the_next_handshake(tmp_path: Path) -> None:
@@ -452,3 +458,79 @@ async def test_plain_http_to_the_secure_port_is_answered_as_gos_https_server() -
         assert await plain(b"DELETE / HTTP/1.1\r\n\r\n") == b""  # not one of Go's five: closed
         assert await plain(b"\x00\x01\x02\x03\x04\x05") == b""
         assert await _get(f"{server.url}/healthz") == (200, "ok")  # TLS is served as before
+
+
+class ByGroup(FakeReviews):
+    """SubjectAccessReviews that grant `get /metrics` to the group `ops` alone, whatever the user's name."""
+
+    async def request(self, method: str, path: str, *, body: Any = None, timeout: float = 30.0,
+                      limited: bool = True) -> Response:
+        self.calls.append((path, body))
+        spec = body["spec"]
+        allowed = "ops" in spec["groups"] and spec["nonResourceAttributes"] == {"path": "/metrics", "verb": "get"}
+        return Response(201, json.dumps({**body, "status": {"allowed": allowed}}).encode())
+
+
+async def test_a_cached_decision_answers_only_its_own_user_path_and_verb() -> None:
+    # the cache must not widen a grant: an allowed `get /metrics` says nothing of another verb, another
+    # path, or the same name with other groups (two tokens of one name, one of them in ops)
+    granting = ByGroup()
+    auth = DelegatedAuth(granting)
+    ops = User("alice", "u-1", ("ops", AUTHENTICATED))
+    assert (await auth.authorize(ops, "/metrics", "get"))[0] is True
+    asked = [(ops, "/metrics", "post"), (ops, "/configz", "get"), (User("alice", "u-1", (AUTHENTICATED,)), "/metrics", "get")]
+    assert [(await auth.authorize(*each))[0] for each in asked] == [False, False, False]
+    assert len(granting.calls) == 4
+    assert (await auth.authorize(ops, "/metrics", "get"))[0] is True and len(granting.calls) == 4  # that one is cached
+
+
+async def test_a_token_review_that_omits_authenticated_does_not_authenticate() -> None:
+    # the apiserver's TokenReviewStatus has `authenticated` omitempty: a token it does not
+    # authenticate comes back with no such field at all, not "authenticated": false
+    class Omitting(FakeReviews):
+        async def request(self, method: str, path: str, *, body: Any = None, timeout: float = 30.0,
+                          limited: bool = True) -> Response:
+            return Response(201, json.dumps({**body, "status": {"user": {}, "error": "invalid bearer token"}}).encode())
+
+    assert await DelegatedAuth(Omitting()).authenticate("forged") is None
+
+
+async def test_a_review_answered_with_an_http_error_has_failed() -> None:
+    # a 429 or 503 with no review in its body is no answer: not a denial (cached ten seconds) but a
+    # failed review (401 or 500, not cached)
+    class Refusing(FakeReviews):
+        async def request(self, method: str, path: str, *, body: Any = None, timeout: float = 30.0,
+                          limited: bool = True) -> Response:
+            return Response(503, b"")
+
+    auth = DelegatedAuth(Refusing())
+    with pytest.raises(ReviewFailed):
+        await auth.authenticate("good")
+    with pytest.raises(ReviewFailed):
+        await auth.authorize(User("alice", groups=(AUTHENTICATED,)), "/metrics", "get")
+
+
+async def test_the_authenticated_group_is_added_as_upstreams_group_adder() -> None:
+    # AuthenticatedGroupAdder: not to system:anonymous, nor to a user already in
+    # system:authenticated or system:unauthenticated (whose permissions it must not gain)
+    reviews = FakeReviews()
+    reviews.users["anon"] = {"username": "system:anonymous"}
+    reviews.users["unauth"] = {"username": "guest", "groups": ["system:unauthenticated"]}
+    reviews.users["plain"] = {"username": "bob", "groups": ["dev"]}
+    auth = DelegatedAuth(reviews)
+    assert [(await auth.authenticate(token)) for token in ("anon", "unauth", "plain")] == [
+        User("system:anonymous"), User("guest", groups=("system:unauthenticated",)),
+        User("bob", groups=("dev", AUTHENTICATED))]
+
+
+async def test_a_review_failing_again_after_a_recovery_is_logged_again(reviews: FakeReviews) -> None:
+    auth = DelegatedAuth(reviews)
+    with capture_logs() as logs:
+        for down in (True, False, False, True):
+            reviews.down = down
+            try:
+                await auth.authenticate(f"token-{len(reviews.calls)}")
+            except ReviewFailed:
+                pass
+    assert [entry["event"] for entry in logs] == ["serving.review_failed", "serving.review_recovered",
+                                                   "serving.review_failed"]
