@@ -94,12 +94,16 @@ def test_a_quota_without_usage_of_what_it_limits_refuses_as_the_apiserver_does()
     ({"scopes": ["BestEffort"]}, {}, True),
     ({"scopes": ["NotBestEffort"]}, {}, False),
     ({"scopes": ["BestEffort"]}, {"resources": {"requests": {"cpu": "1"}}}, False),  # pod-level
+    ({"scopes": ["BestEffort"]}, {"resources": {"requests": {"cpu": "0"}}}, True),  # a zero is no request (QOS)
     ({"scopes": ["PriorityClass"]}, {"priorityClassName": "high"}, True),
     ({"scopes": ["PriorityClass"]}, {}, False),
     ({"scopeSelector": {"matchExpressions": [{"scopeName": "PriorityClass", "operator": "In",
                                               "values": ["high", "mid"]}]}}, {"priorityClassName": "high"}, True),
     ({"scopeSelector": {"matchExpressions": [{"scopeName": "PriorityClass", "operator": "In",
                                               "values": ["high"]}]}}, {}, False),
+    # upstream's selector sees no priorityClass label on a pod without a class, not an empty one
+    ({"scopeSelector": {"matchExpressions": [{"scopeName": "PriorityClass", "operator": "In",
+                                              "values": [""]}]}}, {}, False),
     ({"scopeSelector": {"matchExpressions": [{"scopeName": "PriorityClass", "operator": "NotIn",
                                               "values": ["high"]}]}}, {}, True),
     ({"scopeSelector": {"matchExpressions": [{"scopeName": "PriorityClass", "operator": "NotIn",
@@ -132,6 +136,8 @@ def test_a_quota_with_a_scope_not_read_is_set_aside_with_a_warning() -> None:
     (Fraction(1500), False, "1500"), (Fraction(10**9), False, "1G"), (Fraction(2**30), True, "1Gi"),
     (Fraction(1500), True, "1500"), (Fraction(2000), True, "2000"), (Fraction(512), True, "512"),
     (Fraction(1, 2), True, "500m"), (Fraction(3 * 2**20), True, "3Mi"),
+    (Fraction(1024), True, "1Ki"), (Fraction(1023), True, "1023"),  # BinarySI from 1024 on, as CanonicalizeBytes
+    (Fraction(1, 3 * 10**9), False, "1n"),  # finer than nano: rounded up
 ])
 def test_quantities_are_written_as_gos_quantity_writes_them(amount: Fraction, binary: bool, said: str) -> None:
     assert go_quantity(amount, binary) == said
@@ -144,3 +150,22 @@ def test_each_quantity_keeps_the_form_it_is_written_in() -> None:
     refused = _refused([_pod("a", {"memory": "2Gi"}), _pod("b", {"memory": "2000M"})], quotas)
     assert refused == {"t/b": "exceeded quota: mem, requested: requests.memory=2G, used: requests.memory=2Gi, "
                               "limited: requests.memory=3Gi"}
+
+
+def test_a_zero_request_charges_nothing_even_to_a_quota_already_exceeded() -> None:
+    # CheckRequest drops zero usage (quota.RemoveZeros) before comparing: a quota whose hard was
+    # lowered below its used still admits a pod that asks none of it
+    quotas = [_quota("cpu", {"requests.cpu": "1"}, {"requests.cpu": "2"})]
+    assert _refused([_pod("x", {"cpu": "0"})], quotas) == {}
+
+
+def test_of_several_quotas_refusing_a_pod_the_first_by_name_is_said() -> None:
+    quotas = [_quota("zz", {"pods": "0"}), _quota("aa", {"pods": "0"})]
+    assert _refused([_pod("x")], quotas) == {"t/x": "exceeded quota: aa, requested: pods=1, used: pods=0, limited: pods=0"}
+
+
+def test_a_plain_hugepages_quota_applies_to_pods() -> None:
+    # the pod evaluator's resource prefixes: hugepages- as well as requests.hugepages-
+    quotas = [_quota("huge", {"hugepages-2Mi": "2Mi"})]
+    assert _refused([_pod("x", {"hugepages-2Mi": "4Mi"}, {"hugepages-2Mi": "4Mi"})], quotas) == {
+        "t/x": "exceeded quota: huge, requested: hugepages-2Mi=4Mi, used: hugepages-2Mi=0, limited: hugepages-2Mi=2Mi"}
