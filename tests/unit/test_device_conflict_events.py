@@ -18,6 +18,7 @@ import structlog.testing
 
 from scheduler.api.config import load_config
 from scheduler.core import annotations as ann
+from scheduler.core.tenants import pods_named
 from scheduler.kube.http import KubeHttp
 from scheduler.kube.loop import SchedulerLoop
 from scheduler.sim import builders as b
@@ -118,3 +119,9 @@ async def test_slices_beyond_capacity_name_no_holder_of_another_namespace() -> N
     assert event["note"] == (f"device {device['metadata']['name']} is shared beyond its capacity: team-b/q2, and "
                              "1 pod in another namespace that holds a slice of it, use 20Gi of its 16Gi memory")
     assert "team-a/q1" in logs[0]["message"]
+
+
+def test_a_namespace_whose_name_begins_another_s_names_none_of_its_pods() -> None:
+    # namespaces are compared whole: team-a's Event must not name team-ab's pods (a prefix is not a match)
+    assert pods_named("team-a", ["team-a/x", "team-ab/y", "team-a-b/z", "y"]) == "team-a/x and 3 pods in other namespaces"
+    assert pods_named("", ["team-a/x", "team-ab/y"]) == "team-a/x, team-ab/y"  # cluster-scoped, or the log: all
