@@ -371,6 +371,7 @@ async def test_a_victim_refused_again_and_again_is_logged_once_per_refusal() -> 
     [ended] = [entry for entry in logs if entry["event"] == "evictor.refusal_ended"]
     assert (ended["log_level"], ended["pod"], ended["refused"], ended["last_error"]) == (
         "info", "default/victim", 5, "HTTP 403: denied by policy B"), ended
+    assert not evictor._refusals  # the refusal is over: a later one of the victim is said again
 
 
 def test_a_deleted_pod_leaves_no_refusal_behind() -> None:

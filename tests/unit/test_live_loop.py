@@ -604,3 +604,14 @@ async def test_a_leader_that_loses_the_lease_says_what_it_abandoned() -> None:
     assert line["log_level"] == "warning"
     assert (line["bindings"], line["bindings_in_flight"], line["evictions"]) == (2, 1, 1), line
     assert (line["pods"], line["victims"]) == ("default/p0, default/p1", "default/victim"), line
+
+
+def test_an_abandoned_line_warns_when_anything_at_all_was_left_undone() -> None:
+    """Evictions under way alone are left undone too (a warning); a term that leaves nothing is info."""
+    api = FakeApi()
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="t")  # type: ignore[arg-type]
+    with structlog.testing.capture_logs() as logs:
+        loop._log_abandoned(["default/victim"])
+        loop._log_abandoned([])
+    assert [(entry["log_level"], entry["evictions"]) for entry in logs if entry["event"] == "leader.abandoned"] == [
+        ("warning", 1), ("info", 0)]
