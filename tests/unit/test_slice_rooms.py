@@ -161,6 +161,21 @@ def test_a_slice_goes_on_a_used_gpu_when_the_count_has_no_gpu_left_to_make_busy(
     assert (device, amount) == (devices[0]["metadata"]["name"], 2 * GI)
 
 
+def test_a_second_slice_of_one_pod_goes_on_the_gpu_its_first_made_busy() -> None:
+    """Node n counts 2 GPUs, a plain `nvidia.com/gpu: 1` pod takes one: a pod of two containers
+    each asking 2Gi has one GPU left to make busy. Its first slice makes GPU 0 busy; its second
+    costs the count nothing more there (the GPU is the pod's own already) and goes beside it."""
+    devices = [b.device("n", 0, memory="16Gi"), b.device("n", 1, memory="16Gi")]
+    plain = b.pod("plain", limits={"nvidia.com/gpu": 1}, node_name="n", phase="Running")
+    pod = b.pod("z", containers=[b.container("a", None, {SHARED: 2}), b.container("b", None, {SHARED: 2})])
+    core = _core([*_classes(), b.node("n", gpus=2), *devices, plain, pod])
+    attempts = core.schedule_next(0.0)
+    assert attempts is not None
+    [attempt] = attempts
+    assert attempt.node == "n", attempt.message
+    assert {device for device, *_ in core.state.placements[attempt.pod.uid].grants} == {devices[0]["metadata"]["name"]}
+
+
 def test_the_planner_grants_a_slice_exactly_when_a_gpu_with_room_is_one_the_count_allows() -> None:
     """Differential under count pressure: random nodes as above whose `nvidia.com/gpu` count is
     cut to 1..their GPUs and carries up to two plain `nvidia.com/gpu: 1` pods. A one-container slice
