@@ -429,6 +429,31 @@ def test_a_device_only_the_groups_own_member_slices_counts_whole_for_a_whole_cla
     assert resource_gap(run.state, other, {V100: 4}, 1) == f"resource gap: map[{V100}:1]"
 
 
+def test_a_gpu_only_the_groups_own_member_slices_is_idle_to_it_and_under_the_nodes_count() -> None:
+    """n1 counts 2 `nvidia.com/gpu` for 3 V100s of 4 8Gi slices; another pod's plain request takes
+    one, the group's own member a slice of a V100. For the group its member's GPU is idle (its
+    own pods are removed from the node), so it is one of the GPUs the count must make busy: the
+    count leaves 1, so 4 slices, not the member's GPU's 4 besides the 4 of another."""
+    run = Run(config(BINPACK))
+    run.add(*_both_classes(), b.node("n1", gpus=2), *(b.device("n1", i) for i in range(3)),
+            b.pod("plain", limits={"nvidia.com/gpu": 1}))
+    run.add(b.podgroup("own", 1), b.pod("own-0", labels={PG_LABEL: "own"}, limits={SLICED: 1}))
+    assert run.node_of("plain") == run.node_of("own-0") == "n1"
+    own = run.state.pod_by_key("default/own-0")
+    assert resource_gap(run.state, own, {SLICED: 4}, 1) is None
+    assert resource_gap(run.state, own, {SLICED: 5}, 1) == f"resource gap: map[{SLICED}:1]"
+
+
+def test_a_count_short_of_the_gpus_counts_the_roomiest_ones() -> None:
+    """n1 counts 1 `nvidia.com/gpu` for a 16Gi and a 32Gi V100: a slice may make one of them busy,
+    and the planner can take the 32Gi one, so 4 8Gi slices are free (not the 16Gi one's 2)."""
+    run = Run(config(BINPACK))
+    run.add(*_both_classes(), b.node("n1", gpus=1), b.device("n1", 0, memory="16Gi"), b.device("n1", 1, memory="32Gi"))
+    member = _waiting_member(run)
+    assert resource_gap(run.state, member, {SLICED: 4}, 1) is None
+    assert resource_gap(run.state, member, {SLICED: 5}, 1) == f"resource gap: map[{SLICED}:1]"
+
+
 def test_the_groups_own_devices_free_the_nodes_count_only_of_their_own_resource_name() -> None:
     """n1 allocates 2 `nvidia.com/gpu` and 2 `example.com/gpu`, with 4 V100s, 2 under each name.
     Another pod requests 1 `nvidia.com/gpu` plainly; the group's member holds 2 V100s, one of each
