@@ -534,3 +534,28 @@ async def test_a_review_failing_again_after_a_recovery_is_logged_again(reviews: 
                 pass
     assert [entry["event"] for entry in logs] == ["serving.review_failed", "serving.review_recovered",
                                                    "serving.review_failed"]
+
+
+def test_a_certificate_failing_again_after_a_reload_is_logged_again(tmp_path: Path) -> None:
+    # once per change: the same failure after a pair that loaded is a new one
+    CertificateAuthority.generate().issue_serving().write(tmp_path, "tls")
+    cert, key = str(tmp_path / "tls.crt"), str(tmp_path / "tls.key")
+    files = ServingCertificate(tls_context(cert, key), cert, key)
+    other_key = CertificateAuthority.generate().as_key_pair().write(tmp_path, "other")[1]
+    with capture_logs() as logs:
+        for _ in range(2):
+            CertificateAuthority.generate().issue_serving().write(tmp_path, "tls")
+            pair_key = (tmp_path / "tls.key").read_bytes()
+            (tmp_path / "tls.key").write_bytes(other_key.read_bytes())
+            assert files.reload() is False
+            (tmp_path / "tls.key").write_bytes(pair_key)
+            assert files.reload() is True
+    assert [entry["event"] for entry in logs] == ["serving.certificate_not_reloaded", "serving.certificate_reloaded"] * 2
+
+
+def test_the_answer_cache_keeps_the_latest_entries_up_to_its_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(secure_serving, "CACHE_ENTRIES", 2)
+    cache = secure_serving._Cache(lambda: 0.0)
+    for key in ("a", "b", "a", "c"):  # "a" answered again: the latest, so "b" is the oldest
+        cache.put(key, key, 10.0)
+    assert [cache.get(key) for key in ("a", "b", "c")] == ["a", None, "c"]
