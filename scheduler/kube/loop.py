@@ -467,7 +467,8 @@ class SchedulerLoop:
         counted unschedulable, a FailedScheduling Warning and PodScheduled=False Unschedulable
         with the plugin's message."""
         pod = attempt.pod
-        log.info("binder.gate_rejected", pod=pod.key, node=attempt.node, message=attempt.message)
+        # the log line names the pods of other namespaces the pod's Event and condition only count
+        log.info("binder.gate_rejected", pod=pod.key, node=attempt.node, message=attempt.logged or attempt.message)
         self._end_permit_wait(pod.uid, "Unschedulable")
         self._end_binding_attempt(pod.uid, Outcome.RETRY, "unschedulable")
         self._placement_answered(pod.uid, None)

@@ -286,3 +286,43 @@ def test_a_later_pod_does_not_overtake_a_held_binding_sharing_a_resource_name() 
     both["metadata"]["resourceVersion"] = "900"
     replay.scheduler.apply("MODIFIED", both, 0.0)
     assert [a.pod.meta.name for a in replay.scheduler.take_released()] == ["q"]
+
+
+def test_a_held_binding_names_no_blocking_pod_of_another_namespace() -> None:
+    """The WaitingForAllocation Event and condition land in the held pod's namespace: a re-trial
+    found them naming the pod blocking it whatever its namespace ("… allocated
+    class.tessera.dev/v100-32g to team-b/secret-proj-a4"). A pod of its own namespace is named,
+    another's only counted (`scheduler.core.tenants.pods_named`), whether it holds the gate
+    (team-b/p0, before team-a/both) or waits ahead (team-a/both, before team-b/q)."""
+    replay = _replay(agent=False)
+    pods = [b.pod("p0", namespace="team-b", limits={"class.tessera.dev/v100": 1}),
+            b.pod("both", namespace="team-a", limits={"class.tessera.dev/v100": 1, "example.com/other": 1}),
+            b.pod("q", namespace="team-b", limits={"example.com/other": 1})]
+    attempts = list(replay.run(WatchEvent(e["type"], e["object"]) for e in _cluster() + [b.event("ADDED", p) for p in pods]))
+    waits = "assigned to n; the Binding waits until the node agent has allocated"
+    assert {a.pod.key: a.message for a in attempts if a.deferred} == {
+        "team-a/both": f"{waits} class.tessera.dev/v100, example.com/other to 1 pod in another namespace "
+                       "(allocation gate)",
+        "team-b/q": f"{waits} example.com/other to 1 pod in another namespace (allocation gate)"}
+
+
+def test_a_held_binding_redone_names_no_unreadable_pod_of_another_namespace() -> None:
+    """The gate's redo message (a FailedScheduling Event and the PodScheduled condition on the
+    held pod) named the pod whose devices annotation cannot be read, whatever its namespace; the
+    log line (`logged`), operators', still names it."""
+    replay = _replay(agent=False)
+    list(replay.run(WatchEvent(e["type"], e["object"]) for e in _cluster() + _pods()[:2]))
+    assert [a.pod.meta.name for a in replay.scheduler.held()] == ["p1"]
+    held = ann.decode_devices(replay.scheduler.held()[0].annotations[ann.DEVICES])
+    grant = held["main"]["class.tessera.dev/v100"][0]
+    unreadable = '{"containers": {"main": {"class.tessera.dev/v100": [{"device": "%s", "id": "%s"}]}}}' % (
+        grant.device, grant.device_id)  # no "version": not readable
+    other = b.pod("secret", namespace="team-b", scheduler="other", limits={"class.tessera.dev/v100": 1},
+                  node_name="n", phase="Running", annotations={ann.DEVICES: unreadable})
+    replay.scheduler.apply("ADDED", other, 0.0)
+    assert _open_gate(replay) == []
+    [rejected] = replay.scheduler.take_rejected()
+    said = "the allocation gate held its Binding to node n, and {} on the node has an unreadable devices " \
+           "annotation; it is scheduled again"
+    assert rejected.message == said.format("1 pod in another namespace")
+    assert rejected.logged == said.format("pod team-b/secret")

@@ -20,6 +20,10 @@ class Attempt:
     node: str | None
     annotations: dict[str, str] = field(default_factory=dict)
     message: str = ""
+    # the log line's `message` where the pod's Event and condition (read by its namespace's
+    # tenant) must say less: there pods of other namespaces are counted, here named, as an audit
+    # needs them (`scheduler.core.tenants`); "" when both say the same
+    logged: str = ""
     # the cycle failed with an error, not a rejection (upstream's Error status: a PreScore error):
     # `message` is the error; no preemption; the pod waits out its error backoff, and its status
     # reads SchedulerError

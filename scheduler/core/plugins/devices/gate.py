@@ -16,11 +16,14 @@ ledger (`ClusterState`, rebuilt from annotations after a restart); the held Bind
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from scheduler.core.plugins.devices.args import DeviceArgs
 from scheduler.core import annotations as ann
 from scheduler.core.framework.attempt import Attempt
 from scheduler.core.framework.interface import Released
 from scheduler.core.state import ClusterState
+from scheduler.core.tenants import pods_named
 
 CHECK_EVERY_SECONDS = 1.0  # how often held Bindings are checked against agents going quiet
 NOTHING = Released()  # what a gate holding nothing lets go (never added to)
@@ -50,8 +53,10 @@ class AllocationGate:
             self.state.mark_allocating(attempt.pod.uid, attempt.node, resources)
             return True
         attempt.deferred = True
-        blocker = self.state.pods[holder].key if holder is not None and holder in self.state.pods else \
-            ahead.pod.key if ahead is not None else "another pod"
+        # the Event and condition land in the held pod's namespace: a blocker of another is counted
+        key = self.state.pods[holder].key if holder is not None and holder in self.state.pods else \
+            ahead.pod.key if ahead is not None else None
+        blocker = "another pod" if key is None else pods_named(attempt.pod.meta.namespace, [key])
         attempt.message = (f"assigned to {attempt.node}; the Binding waits until the node agent has allocated "
                            f"{', '.join(sorted(resources))} to {blocker} (allocation gate)")
         self.deferred.setdefault(attempt.node, []).append(attempt)
@@ -85,7 +90,10 @@ class AllocationGate:
             why = self._invalid_because(attempt)
             if why is not None:
                 attempt.deferred = False
-                attempt.message = f"the allocation gate held its Binding to node {node}, and {why}; it is scheduled again"
+                # the pod's Event and condition count pods of other namespaces; the log line names them
+                told, logged = (f"the allocation gate held its Binding to node {node}, and {why(namespace)}; it is "
+                                "scheduled again" for namespace in (attempt.pod.meta.namespace, ""))
+                attempt.message, attempt.logged = told, "" if logged == told else logged
                 released.invalid.append(attempt)
                 continue
             resources = resources_of(attempt)
@@ -103,9 +111,28 @@ class AllocationGate:
         else:
             del self.deferred[node]
 
-    def _invalid_because(self, attempt: Attempt) -> str | None:
+    def _invalid_because(self, attempt: Attempt) -> Callable[[str], str] | None:
         """Why this held placement would no longer be chosen as it is (node, devices, classes,
-        amounts), or None while it would."""
+        amounts, a node whose device use is unknown), or None while it would: worded for a message
+        regarding an object of the namespace given, as `pods_named` names pods ("" names all)."""
+        why = self._changed(attempt)
+        if why is not None:
+            return lambda namespace: why
+        assert attempt.node is not None  # and its node is there: `_changed` says so otherwise
+        broken = self.state.nodes[attempt.node].broken
+        if not broken:
+            return None
+        # which GPUs that pod holds is unknown: the devices filter excludes the node (BROKEN)
+        keys = sorted(pod.key for uid in broken if (pod := self.state.pods.get(uid)) is not None)[:1]
+
+        def hiding(namespace: str) -> str:
+            holder = pods_named(namespace, keys, lambda here: f"pod {here[0]}") if keys else "a pod"
+            return f"{holder} on the node has an unreadable devices annotation"
+        return hiding
+
+    def _changed(self, attempt: Attempt) -> str | None:
+        """What changed under this held placement's node, devices, classes or amounts since it was
+        made, or None while nothing did."""
         state = self.state
         assert attempt.node is not None
         info = state.nodes.get(attempt.node)
@@ -139,10 +166,6 @@ class AllocationGate:
                                 or use.exclusive or capacity is None \
                                 or state.ledger.shared_use(use, cls.sharing.dimension) > capacity:
                             return f"its slice of device {grant.device} no longer fits class {cls.name} or the device"
-        if info.broken:  # which GPUs that pod holds is unknown: the devices filter excludes the node (BROKEN)
-            keys = sorted(pod.key for broken in info.broken if (pod := state.pods.get(broken)) is not None)
-            holder = f"pod {keys[0]}" if keys else "a pod"
-            return f"{holder} on the node has an unreadable devices annotation"
         return None
 
     def held(self) -> list[Attempt]:
