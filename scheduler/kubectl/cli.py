@@ -31,7 +31,7 @@ from scheduler.kube.informers import PODS, PRIORITY_CLASSES, SCHEDULER_KINDS, Re
 from scheduler.kube.snapshot import ClusterListing, ListError, list_cluster, list_kind, namespaced_path, object_events
 from scheduler.kubectl import explain as explaining
 from scheduler.kubectl import explain_group as explaining_group
-from scheduler.kubectl import probe_pods, quota, rollback, whatif
+from scheduler.kubectl import limitrange, probe_pods, quota, rollback, whatif
 from scheduler.kubectl.installed import DEFAULT_NAMESPACE, ChosenConfig, installed_config
 from scheduler.kubectl.leadership import UNKNOWN, Leadership, config_drift, leadership
 from scheduler.kubectl.other_profile import pending_left_out
@@ -458,6 +458,7 @@ async def _what_if(args: argparse.Namespace, target: Target) -> int:
                                    "delete the existing object, give the file's objects other names, or pass "
                                    f"--rename to place copies of them named NAME{probe_pods.RENAME_SUFFIX}"
                                    + _scaling_hint(workloads))
+            probes = await _limit_ranged(http, probes)  # LimitRanger admits a pod before ResourceQuota does
             refused = await _quota_refusals(http, probes)
             result = whatif.what_if([*listing.objects, *probes], chosen.config, now,
                                     only=probe_pods.probe_keys(probes), from_file=from_file, unread=listing.unread,
@@ -487,16 +488,38 @@ async def _rollback_check(args: argparse.Namespace, target: Target) -> int:
 
 
 async def _quota_refusals(http: KubeHttp, probes: Sequence[dict[str, Any]]) -> list[quota.Refusal]:
-    """The file's pods the ResourceQuotas of their namespaces would refuse (`quota.admit`). A
-    namespace whose quotas cannot be listed is said on stderr in one line and taken as admitting
-    them, as what-if takes a workload it cannot look up as absent; a 404 (no such list: a fake
-    or partial API) as having none."""
+    """The file's pods the ResourceQuotas of their namespaces would refuse (`quota.admit`)."""
     pods = [probe for probe in probes if probe.get("kind") == "Pod"]
+    found = await _listed_in(http, quota.RESOURCE_QUOTAS, pods,
+                             "cannot tell whether the ResourceQuotas of namespace {namespace} admit the file's pods",
+                             "placed as if they do")
+    refusals, warnings = quota.admit(pods, found)
+    for warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    return refusals
+
+
+async def _limit_ranged(http: KubeHttp, probes: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The file's objects, its pods with the requests and limits the LimitRanges of their
+    namespaces give them (`limitrange.default_pods`), as the apiserver admits them before quota."""
+    pods = [probe for probe in probes if probe.get("kind") == "Pod"]
+    found = await _listed_in(http, limitrange.LIMIT_RANGES, pods,
+                             "cannot tell which requests and limits the LimitRanges of namespace {namespace} give "
+                             "the file's pods", "placed with those the file states")
+    return limitrange.default_pods(probes, found) if found else list(probes)
+
+
+async def _listed_in(http: KubeHttp, kind: ResourceKind, pods: Sequence[dict[str, Any]], cannot: str,
+                     instead: str) -> list[dict[str, Any]]:
+    """The `kind` objects of the `pods`' namespaces. A namespace whose objects cannot be listed is
+    said on stderr in one line (`cannot`, with its {namespace}, then why and what is done
+    `instead`) and taken as having none, as what-if takes a workload it cannot look up as absent; a
+    404 (no such list: a fake or partial API) as having none, silently."""
     found: list[dict[str, Any]] = []
     for namespace in sorted({str(pod["metadata"]["namespace"]) for pod in pods}):
         listed: list[dict[str, Any]] | Response | str
         try:
-            listed = await list_kind(http, quota.RESOURCE_QUOTAS, namespaced_path(quota.RESOURCE_QUOTAS, namespace))
+            listed = await list_kind(http, kind, namespaced_path(kind, namespace))
         except (*TRANSPORT_ERRORS, ValueError) as err:
             listed = describe_error(err)
         if isinstance(listed, list):
@@ -505,14 +528,10 @@ async def _quota_refusals(http: KubeHttp, probes: Sequence[dict[str, Any]]) -> l
         if isinstance(listed, Response) and listed.status == 404:
             continue
         why = listed if isinstance(listed, str) else (
-            f"denied (HTTP 403): needs list on resourcequotas in namespace {namespace} (the built-in view, edit "
+            f"denied (HTTP 403): needs list on {kind.plural} in namespace {namespace} (the built-in view, edit "
             "and admin roles grant it)" if listed.status == 403 else f"HTTP {listed.status}")
-        print(f"warning: cannot tell whether the ResourceQuotas of namespace {namespace} admit the file's pods: "
-              f"{why}; placed as if they do", file=sys.stderr)
-    refusals, warnings = quota.admit(pods, found)
-    for warning in warnings:
-        print(f"warning: {warning}", file=sys.stderr)
-    return refusals
+        print(f"warning: {cannot.format(namespace=namespace)}: {why}; {instead}", file=sys.stderr)
+    return found
 
 
 # workload GETs of what-if -f in flight at once (a file of 200 Jobs: 200 GETs, one after another before)

@@ -2,17 +2,22 @@
 `kubectl-tessera` reads a file of a gang StatefulSet (with its PodGroup) and a Deployment, as a
 platform user writes them, and places the pods their controllers would create — creating nothing
 (tests/unit/test_whatif_workloads.py has the cases; here the cluster is listed for real). Also the
-file's pods a real ResourceQuota refuses, in the words of the apiserver's own dry run."""
+file's pods a real ResourceQuota refuses, in the words of the apiserver's own dry run, and the
+requests and limits a real LimitRange gives them, as the apiserver's own dry run stores them."""
 
 from __future__ import annotations
 
 import asyncio
+from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import orjson
 import yaml
 
+from scheduler.api.quantity import parse_quantity
 from scheduler.kube.controlplane import LocalControlPlane
+from scheduler.kubectl import limitrange
 from scheduler.sim import builders as b
 from tests.e2e.live import Kube, eventually
 from tests.e2e.test_kubectl_plugin import _ok, _plugin
@@ -214,5 +219,65 @@ async def test_what_if_says_a_pod_the_namespaces_resource_quota_refuses(
         refused = await kubectl.call("POST", f"/api/v1/namespaces/{namespace}/pods?dryRun=All", pod, ok=(403,))
         words = outcome["message"].removeprefix("refused by the apiserver (ResourceQuota admission): ")
         assert refused.message() == f'pods "toobig-0" is forbidden: {words}', (refused.message(), outcome)
+    finally:
+        await asyncio.to_thread(clean_cluster.remove_fake_gpu_nodes, names)
+
+
+async def test_what_if_gives_the_files_pods_the_namespaces_limit_range_defaults(
+        clean_cluster: LocalControlPlane, kubectl: Kube, namespace: str, tmp_path: Path) -> None:
+    """A re-trial: a LimitRange giving each container that states none `nvidia.com/gpu: 1`, a quota
+    of 2 GPUs, and a Job of 3 bare pods was "3 would be placed", no GPU taken; LimitRanger defaults
+    each pod to 1 GPU before ResourceQuota refuses the third. what-if defaults them as the apiserver
+    does (compared with the pod a server-side dry run of the same pod stores), then admits them."""
+    label = namespace
+    names = await asyncio.to_thread(clean_cluster.add_fake_gpu_nodes, 1, 4, "A100", prefix="limits",
+                                    labels={"tessera.dev/e2e-what-if": label})
+    quotas = f"/api/v1/namespaces/{namespace}/resourcequotas"
+    try:
+        await kubectl.create(f"/api/v1/namespaces/{namespace}/limitranges", {
+            "apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": "defaults"},
+            "spec": {"limits": [{"type": "Container", "default": {"nvidia.com/gpu": "1", "cpu": "2"},
+                                 "defaultRequest": {"cpu": "500m"}, "max": {"memory": "1Gi"}}]}})
+        await kubectl.create(quotas, {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "gpus"},
+                                      "spec": {"hard": {"requests.nvidia.com/gpu": "2"}}})
+
+        async def synced() -> bool:  # admission refuses every pod until the controller fills the status
+            status = (await kubectl.call("GET", f"{quotas}/gpus")).json().get("status") or {}
+            return "requests.nvidia.com/gpu" in (status.get("used") or {})
+        await eventually(synced, timeout=60)
+
+        file = tmp_path / "bare.yaml"
+        file.write_text(f"apiVersion: batch/v1\nkind: Job\nmetadata: {{name: bare}}\nspec:\n  parallelism: 3\n"
+                        f"  template:\n    spec:\n      schedulerName: tessera\n      restartPolicy: Never\n"
+                        f"      nodeSelector: {{tessera.dev/e2e-what-if: {label}}}\n"
+                        f"      initContainers:\n      - {{name: setup, image: x}}\n"
+                        f"      containers:\n      - {{name: main, image: x, resources: {{limits: {{cpu: '4'}}}}}}\n")
+        status, out, err = await _plugin(clean_cluster, "what-if", "--config", "config/binpack.yaml", "-f", str(file),
+                                         "-n", namespace, "-o", "json")
+        assert (status, err) == (0, ""), err
+        result = orjson.loads(out)
+        assert [(o["pod"], o["node"], o["refused"]) for o in result["outcomes"]] == [
+            (f"{namespace}/bare-0", names[0], False), (f"{namespace}/bare-1", names[0], False),
+            (f"{namespace}/bare-2", "", True)], result["outcomes"]
+        assert result["outcomes"][2]["message"] == (
+            "refused by the apiserver (ResourceQuota admission): exceeded quota: gpus, requested: "
+            "requests.nvidia.com/gpu=1, used: requests.nvidia.com/gpu=2, limited: requests.nvidia.com/gpu=2")
+        assert await kubectl.pods(namespace) == {}  # nothing was created
+
+        # the requests and limits the apiserver's LimitRanger gives the same pod, in a dry run
+        spec = yaml.safe_load(file.read_text())["spec"]["template"]["spec"]
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "bare-0", "namespace": namespace},
+               "spec": spec}
+        stored = (await kubectl.call("POST", f"/api/v1/namespaces/{namespace}/pods?dryRun=All", pod)).json()
+        listed = (await kubectl.call("GET", f"/api/v1/namespaces/{namespace}/limitranges")).json()["items"]
+        [defaulted] = limitrange.default_pods([{**pod, "kind": "Pod"}], listed)
+
+        def amounts(pod: dict[str, Any]) -> list[dict[str, dict[str, Fraction]]]:
+            return [{kind: {name: parse_quantity(value) for name, value in amounts.items()}
+                     for kind, amounts in (container.get("resources") or {}).items()}
+                    for field in ("initContainers", "containers") for container in pod["spec"].get(field) or ()]
+        assert amounts(defaulted) == amounts(stored), (defaulted["spec"], stored["spec"])
+        assert amounts(stored)[1] == {"limits": {"cpu": 4, "memory": 1 << 30, "nvidia.com/gpu": 1},
+                                      "requests": {"cpu": 4, "memory": 1 << 30, "nvidia.com/gpu": 1}}
     finally:
         await asyncio.to_thread(clean_cluster.remove_fake_gpu_nodes, names)

@@ -19,6 +19,7 @@ from scheduler.sim import builders as b
 from tests.helpers import BINPACK, fake_listing
 
 QUOTAS = "/api/v1/namespaces/team-c/resourcequotas"
+LIMIT_RANGES = "/api/v1/namespaces/team-c/limitranges"
 
 
 def _quota(name: str, hard: dict[str, str], used: dict[str, str] | None = None,
@@ -29,18 +30,23 @@ def _quota(name: str, hard: dict[str, str], used: dict[str, str] | None = None,
 
 
 class _Api:
-    """The follow-up reads: team-c's ResourceQuotas answer `status` with `quotas`, the rest 404."""
+    """The follow-up reads: team-c's ResourceQuotas answer `status` with `quotas`, its LimitRanges
+    `limits_status` with `limit_ranges` (none given: 404, as an API without the list), the rest 404."""
 
-    def __init__(self, quotas: list[dict[str, Any]], status: int = 200) -> None:
+    def __init__(self, quotas: list[dict[str, Any]], status: int = 200,
+                 limit_ranges: list[dict[str, Any]] | None = None, limits_status: int = 200) -> None:
         self.quotas, self.status = quotas, status
+        self.lists = {QUOTAS: ("ResourceQuotaList", quotas, status)}
+        if limit_ranges is not None:
+            self.lists[LIMIT_RANGES] = ("LimitRangeList", limit_ranges, limits_status)
         self.paths: list[str] = []
 
     async def request(self, method: str, path: str, **_: Any) -> Response:
         self.paths.append(path)
-        if path == QUOTAS:
-            return Response(self.status, orjson.dumps({"kind": "ResourceQuotaList", "metadata": {},
-                                                       "items": self.quotas} if self.status == 200 else
-                                                      {"kind": "Status", "code": self.status}))
+        if path in self.lists:
+            kind, items, status = self.lists[path]
+            return Response(status, orjson.dumps({"kind": kind, "metadata": {}, "items": items} if status == 200 else
+                                                 {"kind": "Status", "code": status}))
         return Response(404, orjson.dumps({"kind": "Status", "code": 404}))
 
 
@@ -128,3 +134,42 @@ async def test_quotas_that_cannot_be_read_are_one_warning_and_the_file_is_placed
     assert err == ("warning: ResourceQuota team-c/x: scope CrossNamespacePodAffinity is not read: taken as not "
                    "applying to the file's pods\n")
     assert [o["node"] for o in orjson.loads(out)["outcomes"]] == ["big", "big"]
+
+
+def _limit_range(name: str, item: dict[str, Any]) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "team-c"}, "spec": {"limits": [{"type": "Container", **item}]}}
+
+
+def _bare_job(name: str, parallelism: int) -> str:
+    """A Job whose container states no resources: the LimitRange's defaults are all it asks."""
+    return (f"apiVersion: batch/v1\nkind: Job\nmetadata: {{name: {name}}}\nspec:\n  parallelism: {parallelism}\n"
+            "  template:\n    spec:\n      schedulerName: tessera\n      restartPolicy: Never\n"
+            "      containers:\n      - {name: main, image: x}\n")
+
+
+async def test_a_limit_ranges_default_gpu_is_asked_and_counted_against_the_quota(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A re-trial: team-c's LimitRange gives a container that states none `nvidia.com/gpu: 1`, its
+    quota allows 2; a Job of 3 bare pods was "3 would be placed", no GPU taken. LimitRanger gives
+    each pod 1 GPU before ResourceQuota admits it: 2 placed holding 2 GPUs, the third refused."""
+    api = _Api([_quota("gpus", {"requests.nvidia.com/gpu": "2"})],
+               limit_ranges=[_limit_range("gpu-default", {"default": {"nvidia.com/gpu": "1"}})])
+    out, err = await _what_if(monkeypatch, capsys, tmp_path, _bare_job("bare", 3), api, "-o", "json")
+    assert err == "" and LIMIT_RANGES in api.paths
+    outcomes = orjson.loads(out)["outcomes"]
+    assert [(o["pod"], o["node"], o["refused"]) for o in outcomes] == [
+        ("team-c/bare-0", "big", False), ("team-c/bare-1", "big", False), ("team-c/bare-2", "", True)]
+    assert outcomes[2]["message"] == (REFUSED + "exceeded quota: gpus, requested: requests.nvidia.com/gpu=1, used: "
+                                      "requests.nvidia.com/gpu=2, limited: requests.nvidia.com/gpu=2")
+    out, _ = await _what_if(monkeypatch, capsys, tmp_path, _bare_job("bare", 3), api)
+    assert "After:  GPUs: 8 total, 2 in use, 6 free" in out
+
+
+async def test_limit_ranges_that_cannot_be_read_are_one_warning_and_the_file_is_placed_as_written(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    api = _Api([_quota("gpus", {"requests.nvidia.com/gpu": "2"})], limit_ranges=[], limits_status=403)
+    out, err = await _what_if(monkeypatch, capsys, tmp_path, _bare_job("bare", 3), api, "-o", "json")
+    assert err == ("warning: cannot tell which requests and limits the LimitRanges of namespace team-c give the "
+                   "file's pods: denied (HTTP 403): needs list on limitranges in namespace team-c (the built-in "
+                   "view, edit and admin roles grant it); placed with those the file states\n")
+    assert [(o["node"], o["refused"]) for o in orjson.loads(out)["outcomes"]] == [("big", False)] * 3
