@@ -506,7 +506,7 @@ async def _limit_ranged(http: KubeHttp, probes: Sequence[dict[str, Any]]) -> lis
     found = await _listed_in(http, limitrange.LIMIT_RANGES, pods,
                              "cannot tell which requests and limits the LimitRanges of namespace {namespace} give "
                              "the file's pods", "placed with those the file states")
-    return limitrange.default_pods(probes, found) if found else list(probes)
+    return limitrange.default_pods(probes, found)
 
 
 async def _listed_in(http: KubeHttp, kind: ResourceKind, pods: Sequence[dict[str, Any]], cannot: str,
