@@ -130,11 +130,7 @@ def what_if(objects: Sequence[dict[str, Any]], config: SchedulerConfig, now: flo
     replay.now = now  # node agents' heartbeats are judged against the real clock
     for _ in replay.run_listing(WatchEvent("ADDED", obj) for obj in replay_order(objects)):
         pass
-    # the victims each pod's preemption evicted: its final attempt (the one that binds it) preempts
-    # none, the attempt before it did (a gang's victims ride on the member whose attempt took them)
-    victims: dict[str, list[str]] = {}
-    for victim, preemptor in sorted(replay.stats.evicted.items()):
-        victims.setdefault(preemptor, []).append(victim)
+    victims = _victims(replay)
     found = {key: _outcome(attempt, tuple(victims.get(key, ())), replay)
              for key, attempt in replay.stats.final.items()}
     # pods a PreEnqueue plugin keeps out are never attempted: their gate says why they stay pending
@@ -227,6 +223,27 @@ def _natural(name: str) -> tuple[tuple[int, int | str], ...]:
     """`name` sorted as people read numbered names: team-b-train-2 before team-b-train-10 (a
     trial's table read 0, 1, 10, 11, 2, ...). Runs of digits compare as numbers, the rest as text."""
     return tuple((0, int(part)) if part.isdecimal() else (1, part) for part in re.split(r"(\d+)", name) if part)
+
+
+def _victims(replay: Replay) -> dict[str, list[str]]:
+    """Per pod, the victims its preemption evicted. Its final attempt (the one that binds it)
+    preempts none, the attempt before it did. A gang preempts as one and the replay credits its
+    victims to the member whose attempt carried them; each member names those on the node it lands
+    on instead (their room is its room: members sharing a node both name them), as a re-trial read
+    "placed" on a member whose node two evictions had made room on. A victim on a node no member
+    lands on (a victim gang's other member, evicted whole for its minimum, as its reason says)
+    stays with the member that carried them, so every victim is named on some row."""
+    landed: dict[tuple[str, str], list[str]] = {}  # (gang, node) -> its members placed there
+    for key, attempt in replay.stats.final.items():
+        if attempt.node and attempt.pod.gang is not None:
+            landed.setdefault((attempt.pod.gang.key, attempt.node), []).append(key)
+    victims: dict[str, list[str]] = {}
+    for victim, preemptor in sorted(replay.stats.evicted.items()):
+        gang = replay.stats.final[preemptor].pod.gang
+        node = replay.stats.evicted_from.get(victim, "")
+        for key in landed.get((gang.key, node), [preemptor]) if gang is not None else [preemptor]:
+            victims.setdefault(key, []).append(victim)
+    return victims
 
 
 def _outcome(attempt: Attempt, victims: tuple[str, ...], replay: Replay) -> Outcome:

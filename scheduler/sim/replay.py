@@ -50,6 +50,9 @@ class ReplayStats:
     evicted: dict[str, str] = field(default_factory=dict)  # pod key -> the preemptor it made room for
     # pod key -> why preemption took it (victims.why_evicted: its gang's minimum), "" for a pod alone
     evicted_why: dict[str, str] = field(default_factory=dict)
+    # pod key -> the node it was evicted from: where its room went (what-if names a gang's victims
+    # on the row of each member that lands there)
+    evicted_from: dict[str, str] = field(default_factory=dict)
     # pod key -> what a recorded Binding overruled: "binds it to N2, where this replay had placed it
     # on N1" (the live scheduler decided otherwise; the pod's last JSON line is the replay's decision)
     overruled: dict[str, str] = field(default_factory=dict)
@@ -154,6 +157,7 @@ class Replay:
                 self.stats.final[attempt.pod.key] = attempt
                 self.stats.evicted.pop(attempt.pod.key, None)  # a new pod under an evicted one's name
                 self.stats.evicted_why.pop(attempt.pod.key, None)
+                self.stats.evicted_from.pop(attempt.pod.key, None)
                 yield attempt
             self._bind_all([a for a in attempts if a.node is not None and not a.deferred])
             # a gang's victims ride on its first member's attempt, and so do their reasons
@@ -184,6 +188,7 @@ class Replay:
             if raw is not None:
                 self._evicted.add(victim.uid)
                 self.stats.evicted[victim.key] = preemptor
+                self.stats.evicted_from[victim.key] = victim.node_name
                 self.stats.notices += self.scheduler.apply("DELETED", raw, self.now)
 
     def _is_live_binding(self, event: WatchEvent) -> bool:
