@@ -158,6 +158,18 @@ def _gpu_job(name: str, gpus: int, label: str) -> str:
             f"      containers:\n      - {{name: main, image: x, resources: {{limits: {{nvidia.com/gpu: {gpus}}}}}}}\n")
 
 
+
+async def _gpu_quota(kubectl: Kube, quotas: str, gpus: int) -> None:
+    """A ResourceQuota `gpus` of `gpus` requests.nvidia.com/gpu at `quotas`, waited for until the
+    quota controller has filled its status (admission refuses every pod until then)."""
+    await kubectl.create(quotas, {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "gpus"},
+                                  "spec": {"hard": {"requests.nvidia.com/gpu": str(gpus)}}})
+
+    async def synced() -> bool:
+        status = (await kubectl.call("GET", f"{quotas}/gpus")).json().get("status") or {}
+        return "requests.nvidia.com/gpu" in (status.get("used") or {})
+    await eventually(synced, timeout=60)
+
 async def test_what_if_says_a_pod_the_namespaces_resource_quota_refuses(
         clean_cluster: LocalControlPlane, kubectl: Kube, namespace: str, tmp_path: Path) -> None:
     """A multi-tenant trial: a Job asking 4 GPUs in a namespace whose ResourceQuota allows 3 was
@@ -168,13 +180,7 @@ async def test_what_if_says_a_pod_the_namespaces_resource_quota_refuses(
                                     labels={"tessera.dev/e2e-what-if": label})
     quotas = f"/api/v1/namespaces/{namespace}/resourcequotas"
     try:
-        await kubectl.create(quotas, {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "gpus"},
-                                      "spec": {"hard": {"requests.nvidia.com/gpu": "3"}}})
-
-        async def synced() -> bool:  # admission refuses every pod until the controller fills the status
-            status = (await kubectl.call("GET", f"{quotas}/gpus")).json().get("status") or {}
-            return "requests.nvidia.com/gpu" in (status.get("used") or {})
-        await eventually(synced, timeout=60)
+        await _gpu_quota(kubectl, quotas, 3)
 
         file = tmp_path / "toobig.yaml"
         file.write_text(_gpu_job("toobig", 4, label))
@@ -238,13 +244,7 @@ async def test_what_if_gives_the_files_pods_the_namespaces_limit_range_defaults(
             "apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": "defaults"},
             "spec": {"limits": [{"type": "Container", "default": {"nvidia.com/gpu": "1", "cpu": "2"},
                                  "defaultRequest": {"cpu": "500m"}, "max": {"memory": "1Gi"}}]}})
-        await kubectl.create(quotas, {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "gpus"},
-                                      "spec": {"hard": {"requests.nvidia.com/gpu": "2"}}})
-
-        async def synced() -> bool:  # admission refuses every pod until the controller fills the status
-            status = (await kubectl.call("GET", f"{quotas}/gpus")).json().get("status") or {}
-            return "requests.nvidia.com/gpu" in (status.get("used") or {})
-        await eventually(synced, timeout=60)
+        await _gpu_quota(kubectl, quotas, 2)
 
         file = tmp_path / "bare.yaml"
         file.write_text(f"apiVersion: batch/v1\nkind: Job\nmetadata: {{name: bare}}\nspec:\n  parallelism: 3\n"

@@ -32,6 +32,7 @@ from scheduler.kube.recorder import micro_time
 from scheduler.sim import builders as b
 from tests.fakeapi import FakeApi
 from tests.helpers import until
+from tests.unit.test_metrics_upstream import two_pods_at_the_allocation_gate
 
 
 def _cluster() -> FakeApi:
@@ -572,23 +573,11 @@ async def test_a_leader_that_loses_the_lease_says_what_it_abandoned() -> None:
     ends with no line at all). One line at the hand-over counts the Bindings not bound yet (held,
     or in flight: those end with their own binder.given_up/withdrawn line) and the evictions under
     way, and names a few of their pods."""
-    from datetime import datetime, timezone
-    from pathlib import Path
-
-    heartbeat = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    api = FakeApi()
-    api.lists["/api/v1/nodes"] = [b.node("n", gpus=2)]
-    api.lists["/apis/tessera.dev/v1alpha1/extendedresources"] = [
-        b.device("n", i, heartbeat=heartbeat) for i in range(2)]
-    api.lists["/apis/tessera.dev/v1alpha1/resourceclasses"] = [b.resource_class("v100", match_labels={"model": "V100"})]
-    for name in ("p0", "p1"):  # p0's Binding never answers; the allocation gate holds p1's meanwhile
-        api.add_pod(b.pod(name, limits={"class.tessera.dev/v100": 1}))
+    api, _, loop = two_pods_at_the_allocation_gate()  # p0's Binding never answers; the gate holds p1's
     api.fail_next("POST", "/binding", stall=True)
     victim = b.pod("victim", node_name="m", phase="Running")
     api.add_pod(victim)
     api.fail_next("PATCH", "/pods/victim", stall=True)  # its preemption's first write never answers
-    binpack = str(Path(__file__).resolve().parents[2] / "config" / "binpack.yaml")
-    loop = SchedulerLoop(load_config(binpack), KubeHttp(api), KubeHttp(api), identity="t")  # type: ignore[arg-type]
     with structlog.testing.capture_logs() as logs:
         async with anyio.create_task_group() as owner:
             owner.start_soon(loop.run)

@@ -81,7 +81,7 @@ def test_a_pod_with_scheduling_gates_counts_as_pending_gated() -> None:
     assert core.pending_counts()["gated"] == 1, core.pending_counts()
 
 
-def _two_pods_at_the_allocation_gate() -> tuple[FakeApi, Metrics, SchedulerLoop]:
+def two_pods_at_the_allocation_gate() -> tuple[FakeApi, Metrics, SchedulerLoop]:
     """A live loop with metrics over one node of two fresh GPUs and two one-GPU pods: the gate
     holds the second's Binding while the first is being allocated."""
     heartbeat = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -105,7 +105,7 @@ async def test_attempt_duration_includes_the_time_the_binding_waited_at_the_allo
     SinceInSeconds(start))). Tessera's allocation gate is a permit plugin holding the Binding, but
     the loop adds only the cycle's share and the Binding request (`seconds + result.seconds`), so
     a pod held 0.6 s at the gate reports a few milliseconds."""
-    api, metrics, loop = _two_pods_at_the_allocation_gate()
+    api, metrics, loop = two_pods_at_the_allocation_gate()
     held_for = 0.6
     async with anyio.create_task_group() as owner:
         owner.start_soon(loop.run)
@@ -402,7 +402,7 @@ async def test_the_wait_at_the_allocation_gate_is_the_permit_wait_duration(end: 
     ("Success"; "Unschedulable" when rejected or deleted; "Error" when preempted). Tessera's
     allocation gate is that wait, and its length is what a GPU platform team wants to see (how
     long Bindings wait for the node agent); it was not exported."""
-    api, metrics, loop = _two_pods_at_the_allocation_gate()
+    api, metrics, loop = two_pods_at_the_allocation_gate()
     held_for = 0.3
     async with anyio.create_task_group() as owner:
         owner.start_soon(loop.run)
