@@ -26,7 +26,7 @@ from scheduler.core.capacity import beyond_every_node, beyond_min_resources, bey
 from scheduler.core.framework.cycle_state import prepare
 from scheduler.core.objects import (CORDONED_DEVICE, DUPLICATE_DEVICE, UNHEALTHY_DEVICE, Pod, gang_key,
                                     gang_key_parts, gang_name)
-from scheduler.core.plugins.devices.planner import HELD_WHOLE, slice_rooms
+from scheduler.core.plugins.devices.planner import HELD_WHOLE, IN_USE, slice_rooms
 from scheduler.core.plugins.interpod_affinity import EXISTING, repelled_by
 from scheduler.core.plugins.node_affinity import named_nodes
 from scheduler.core.plugins.preemption.victims import listed_all
@@ -772,7 +772,7 @@ def _naming_blockers(state: ClusterState, pod: Pod, node: str, reason: str) -> s
     note = undescribed(state, info)
     if note and any(f"Insufficient {name}" in reason for name in pod.requests if state.classes.is_class_resource(name)):
         reason = f"{reason}: {note}"
-    room = _slice_room(state, pod, info, reason)
+    room = _device_room(state, pod, info, reason)
     if room:
         reason = f"{reason}: {room}"
     taint = untolerated_taint(info.node, pod) if UNTOLERATED in reason else None
@@ -785,38 +785,73 @@ def _naming_blockers(state: ClusterState, pod: Pod, node: str, reason: str) -> s
     return reason
 
 
-def _slice_room(state: ClusterState, pod: Pod, info: NodeInfo, reason: str) -> str:
-    """For a sharing class's `Insufficient <resource>` on the node: the largest slice one of its
-    GPUs has room for, in whole units of the class (a container's slice goes on one GPU, so room
-    spread over several does not add up, and the planner takes whole units), beside the slices
-    asked (each container's when several ask: those running together add up on a GPU they
-    share), and the matching GPUs that take no slice (held whole, cordoned, a deviceID named
-    twice, unhealthy, no capacity of the class's dimension, idle beyond the node's
-    `nvidia.com/gpu` count, or in use where its pods use more GPUs than it counts: an idle GPU's
-    room beside a used-up count is none the pod could get), or that none matches: the rooms and
-    reasons are the planner's (`slice_rooms`), so explain cannot tell another story. Upstream's
-    reason names the resource alone, and the pod's condition counts the nodes by it
-    (`4 Insufficient <resource>`), so only explain says it (a HAMi team's trial: 14Gi asked with
-    13Gi free on one GPU read the same as a full node)."""
-    requests = [req for req in prepare(pod, state.classes).device_requests
-                if req.cls.sharing is not None and reason == f"Insufficient {req.resource_name}"]
+def _device_room(state: ClusterState, pod: Pod, info: NodeInfo, reason: str) -> str:
+    """For a class's `Insufficient <resource>` on the node (a plain count request's:
+    `_count_room`): for a sharing class, the largest slice one of its GPUs has room for, in whole
+    units of the class (a container's slice goes on one GPU, so room spread over several does not
+    add up, and the planner takes whole units), beside the slices asked (each container's when
+    several ask: those running together add up on a GPU they share); for a whole-GPU class, how
+    many of the GPUs it matches are free beside those asked; and the matching GPUs that take no
+    slice, or no pod (held whole, in use, cordoned, a deviceID named twice, unhealthy, no capacity
+    of the class's dimension, idle beyond the node's `nvidia.com/gpu` count, or in use where its
+    pods use more GPUs than it counts: an idle GPU's room beside a used-up count is none the pod
+    could get), or that none matches: the rooms and reasons are the planner's (`slice_rooms`), so
+    explain cannot tell another story. Upstream's reason names the resource alone, and the pod's
+    condition counts the nodes by it (`4 Insufficient <resource>`), so only explain says it (a
+    HAMi team's trial: 14Gi asked with 13Gi free on one GPU read the same as a full node; a
+    node-maintenance trial: 6 of 8 GPUs unhealthy read the same as 8 in use)."""
+    context = prepare(pod, state.classes)
+    requests = [req for req in context.device_requests if reason == f"Insufficient {req.resource_name}"]
     if not requests:
-        return ""
+        return _count_room(state, info, reason, context.plain)
     cls, sharing = requests[0].cls, requests[0].cls.sharing
-    assert sharing is not None
     rooms = slice_rooms(state, info, cls)
     if not rooms:
         return f"no GPU of the node matches class {cls.name}"
-    free = [max(room, 0) // sharing.unit * sharing.unit for room in rooms.values() if not isinstance(room, str)]
     none = Counter(room for room in rooms.values() if isinstance(room, str))
-    asked = f"{format_quantity(requests[0].count * sharing.unit)} asked" if len(requests) == 1 else \
-        "asked: " + ", ".join(f"{format_quantity(req.count * sharing.unit)} by {req.container}" for req in requests)
-    found = [f"largest free slice on one GPU: {format_quantity(max(free))} ({asked})"] if free else []
+    if sharing is None:
+        asked = sum(req.count for req in requests)
+        found = [f"{len(rooms) - sum(none.values())} free of {len(rooms)} matching GPUs ({asked} asked)"]
+        taking = "pod"
+    else:
+        free = [max(room, 0) // sharing.unit * sharing.unit for room in rooms.values() if not isinstance(room, str)]
+        sliced = f"{format_quantity(requests[0].count * sharing.unit)} asked" if len(requests) == 1 else \
+            "asked: " + ", ".join(f"{format_quantity(req.count * sharing.unit)} by {req.container}" for req in requests)
+        found = [f"largest free slice on one GPU: {format_quantity(max(free))} ({sliced})"] if free else []
+        taking = "slice"
     if none:
-        order = (HELD_WHOLE, CORDONED_DEVICE, DUPLICATE_DEVICE, UNHEALTHY_DEVICE)
-        named = sorted(none, key=lambda why: (order.index(why) if why in order else len(order), why))
-        found.append(f"matching GPUs that take no slice: {', '.join(f'{none[why]} {why}' for why in named)}")
+        found.append(f"matching GPUs that take no {taking}: {_reasons(none)}")
     return "; ".join(found)
+
+
+def _count_room(state: ClusterState, info: NodeInfo, reason: str, plain: Iterable[tuple[str, int]]) -> str:
+    """For a plain count request's `Insufficient <resource>` (`nvidia.com/gpu: 1`) on a node whose
+    ExtendedResources describe GPUs of it: the count's free GPUs (`NodeResourcesFit`'s: the
+    allocatable less what is in use, no more than `ClusterState.count_room`) of its allocatable
+    beside those asked, and why the others take no pod: idle ones by `Device.unschedulable_because`
+    (the rule the slice lines and the planner use), the rest in use (`NodeInfo.used`: plain
+    requests, GPUs class pods or holds use). "" for any other reason."""
+    asked = next((amount for resource, amount in plain if reason == f"Insufficient {resource}"
+                  and info.described(resource)), None)
+    if asked is None or info.node is None or info.hides_devices_of(reason.removeprefix("Insufficient ")):
+        return ""  # an unreadable device annotation makes none free (`NodeInfo.hides_devices_of`): no count to tell
+    resource = reason.removeprefix("Insufficient ")
+    allocatable, used = info.node.allocatable.get(resource, 0), info.used(resource)
+    free = max(0, min(allocatable - used, state.count_room(info).get(resource, allocatable)))
+    ledger = state.ledger
+    none = Counter(device.unschedulable_because for device in info.devices.values()
+                   if device.resource_name == resource and not device.schedulable
+                   and not ((use := ledger.use.get(device.name)) is not None and use.busy))
+    why = [_reasons(none)] if none else []
+    why += [f"{used} {IN_USE}"] if used else []
+    return f"{free} free of {allocatable} ({asked} asked)" + (f"; {', '.join(why)}" if why else "")
+
+
+def _reasons(counted: Counter[str]) -> str:
+    """Why GPUs take no new pod, counted (`2 held whole, 6 unhealthy`), in one order for every line."""
+    order = (HELD_WHOLE, IN_USE, CORDONED_DEVICE, DUPLICATE_DEVICE, UNHEALTHY_DEVICE)
+    named = sorted(counted, key=lambda why: (order.index(why) if why in order else len(order), why))
+    return ", ".join(f"{counted[why]} {why}" for why in named)
 
 
 def as_dict(explanation: Explanation) -> dict[str, Any]:

@@ -140,3 +140,34 @@ def test_explain_names_no_room_when_only_idle_gpus_beyond_the_count_have_it() ->
     assert result.dry_run.nodes[0].detail == (
         f"Insufficient {SHARED}: matching GPUs that take no slice: 1 held whole, "
         "1 idle beyond the node's nvidia.com/gpu count")
+
+
+def _unhealthy_node(running: int) -> list[dict[str, Any]]:
+    """A node-maintenance trial: t4-node-000 counts 8 GPUs, 6 of them marked Healthy=False;
+    `running` plain `nvidia.com/gpu: 1` pods run there."""
+    node = "t4-node-000"
+    return [b.resource_class("t4", match_labels={"model": "T4"}), b.node(node, gpus=8),
+            *[b.device(node, i, model="T4", memory="16Gi", healthy=i >= 6) for i in range(8)],
+            *[b.pod(f"r{i}", limits={"nvidia.com/gpu": 1}, node_name=node, phase="Running") for i in range(running)],
+            b.pod("plain", limits={"nvidia.com/gpu": 1})]
+
+
+def test_explain_says_why_a_nodes_gpu_count_is_short_of_a_plain_request() -> None:
+    """'t4-node-000  Insufficient nvidia.com/gpu' beside 8 allocatable GPUs did not say that 6
+    were unhealthy: the node line names the free GPUs of the count and why the others take no pod
+    (`Device.unschedulable_because`, the rule the slice lines use); the condition stays upstream's."""
+    result = explaining.explain(_unhealthy_node(2), "default/plain", config(BINPACK), [], 0.0)
+    assert result is not None and result.dry_run is not None and result.dry_run.node == ""
+    assert result.dry_run.nodes[0].detail == "Insufficient nvidia.com/gpu: 0 free of 8 (1 asked); 6 unhealthy, 2 in use"
+    assert result.dry_run.message.startswith("0/1 nodes are available: 1 Insufficient nvidia.com/gpu. preemption: ")
+
+
+def test_explain_says_why_a_nodes_gpus_are_short_of_a_whole_gpu_class_request() -> None:
+    """A whole-GPU class pod on the same node: its line said only 'Insufficient <class>'."""
+    objs = _unhealthy_node(2)
+    objs[-1] = b.pod("whole", limits={"class.tessera.dev/t4": 1})
+    result = explaining.explain(objs, "default/whole", config(BINPACK), [], 0.0)
+    assert result is not None and result.dry_run is not None and result.dry_run.node == ""
+    assert result.dry_run.nodes[0].detail == (
+        "Insufficient class.tessera.dev/t4: 0 free of 8 matching GPUs (1 asked); "
+        "matching GPUs that take no pod: 6 unhealthy, 2 idle beyond the node's nvidia.com/gpu count")

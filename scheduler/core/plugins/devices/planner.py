@@ -53,6 +53,7 @@ _CACHED_REQUESTS = 128
 GROUP_ATTRIBUTES = ("nvlinkGroup", "numaNode")  # device topology inside a node, tightest first
 BROKEN = "node(s) had unreadable device assignments"
 HELD_WHOLE = "held whole"  # why a GPU takes no slice (`slice_room`)
+IN_USE = "in use"  # why a GPU takes no whole-GPU class request (`slice_rooms`)
 RequestKey = tuple[tuple[str, str, int, Phases], ...]
 
 
@@ -330,15 +331,15 @@ def slice_room(ledger: DeviceLedger, device: Device, dimension: str) -> Amount |
 
 
 def slice_rooms(state: ClusterState, info: NodeInfo, cls: ResourceClass) -> dict[str, Amount | str]:
-    """Each GPU of the node sharing class `cls` matches (any health; a ghost matches no class),
-    by name: the room it has for a new pod's slice of the class (`slice_room`), or why it takes
-    none (`Device.unschedulable_because`, else `slice_room`'s reason, else idle while the node's
-    count has no GPU left to make busy, `beyond_count`, or in use while the node's pods use more
-    GPUs than it counts, `count_short` with nothing added: the planner gives no slice there). A
+    """Each GPU of the node class `cls` matches (any health; a ghost matches no class), by name:
+    the room it has for a new pod's slice of a sharing class (`slice_room`), or 1 for a whole-GPU
+    class where it is idle; or why it takes none (`Device.unschedulable_because`, else
+    `slice_room`'s reason or, for a whole-GPU class, in use, else idle while the node's count has
+    no GPU left to make busy, `beyond_count`, or in use while the node's pods use more GPUs than
+    it counts, `count_short` with nothing added: the planner gives no slice there). A
     container's slice goes on one GPU, so the rooms do not add up; empty when no GPU of the node
-    matches the class."""
-    assert cls.sharing is not None
-    dimension = cls.sharing.dimension
+    matches the class. Explain's node lines read it (`_device_room`)."""
+    dimension = cls.sharing.dimension if cls.sharing is not None else None
     matches = state.classes.device_classes
     ledger = state.ledger
     counts = state.count_room(info)
@@ -346,7 +347,9 @@ def slice_rooms(state: ClusterState, info: NodeInfo, cls: ResourceClass) -> dict
     for device in info.devices.values():
         if cls.name not in matches.get(device.name, ()):
             continue
-        room = device.unschedulable_because or slice_room(ledger, device, dimension)
+        room = device.unschedulable_because or (
+            slice_room(ledger, device, dimension) if dimension is not None
+            else IN_USE if _busy(ledger.use.get(device.name)) else 1)
         resource = device.resource_name
         if not isinstance(room, str):
             if beyond_count(info, device, ledger.use.get(device.name), counts):
