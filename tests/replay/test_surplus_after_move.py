@@ -98,3 +98,25 @@ def test_a_refused_binding_that_releases_the_moved_device_is_told_at_once() -> N
     assert core.state.devices[moving["metadata"]["name"]].node_name == "b"
     assert [n.reason for n in core.take_notices()] == ["DevicesBeyondAllocatable"]
     assert core.take_notices() == []  # told once
+
+
+def _surplus_notices(run: Run) -> list[str]:
+    return [n.split(" has ", 1)[1].split(":", 1)[0] for n in run.notices() if n.startswith("DevicesBeyondAllocatable")]
+
+
+def test_the_warning_says_the_current_count_when_it_changes() -> None:
+    """A node-maintenance trial re-added a node whose count is 8 with 16 new ExtendedResources:
+    its one Warning said 'ExtendedResources for 9 ... devices', written when the 9th appeared and
+    never again. Each change of the surplus (more objects, fewer, a new count) is a new notice with
+    the current numbers (a new note: the recorder aggregates only repeats of the same one); the
+    end of the surplus says nothing."""
+    run = Run(config())
+    devices = [b.device("n", i) for i in range(16)]
+    run.add(b.node("n", gpus=8), *devices)
+    for_ = "ExtendedResources for {} nvidia.com/gpu devices (distinct deviceIDs) but only {} nvidia.com/gpu allocatable"
+    assert _surplus_notices(run) == [for_.format(count, 8) for count in range(9, 17)]
+    run.feed(b.event("DELETED", devices[-1]))
+    run.feed(b.event("MODIFIED", b.node("n", gpus=10)))
+    assert _surplus_notices(run)[8:] == [for_.format(15, 8), for_.format(15, 10)]
+    run.feed(*(b.event("DELETED", device) for device in devices[10:15]))
+    assert _surplus_notices(run)[10:] == [for_.format(count, 10) for count in (14, 13, 12, 11)]

@@ -778,12 +778,16 @@ class ClusterState:
 
     def check_surplus(self, info: NodeInfo) -> list[Notice]:
         """A Warning on the Node when its ExtendedResources come to describe more GPUs of a
-        resource than it allocates (once per crossing, as `check_overcommit`): which object is
-        the surplus the objects do not say, so none is singled out; the views fence the free GPUs
+        resource than it allocates, and again with the current numbers whenever they change while
+        it does (more objects, fewer, a new count: a node-maintenance trial's Warning said 9 of
+        16 objects for ever, written when the 9th appeared; a new note is a new Event, the
+        recorder aggregates only repeats); its end says nothing. A replica still listing its
+        caches tells only the latest (the live shell's `UntoldNotices`). Which object is the
+        surplus the objects do not say, so none is singled out; the views fence the free GPUs
         beyond the count (`kubectl tessera nodes`), as the core gives them to no pod."""
-        surplus = info.surplus_devices()
-        crossed = [entry for entry in surplus if entry[0] not in info.surplus]
-        info.surplus = frozenset(resource for resource, _, _ in surplus)
+        surplus = {resource: (described, allocatable) for resource, described, allocatable in info.surplus_devices()}
+        changed = [(resource, *counts) for resource, counts in surplus.items() if info.surplus.get(resource) != counts]
+        info.surplus = surplus
         if info.node is None:
             return []
         return [Notice("Node", info.name, "DevicesBeyondAllocatable",
@@ -791,7 +795,7 @@ class ClusterState:
                        f"deviceIDs) but only {allocatable} {resource} allocatable: pods get at most {allocatable} "
                        "of them; delete the ExtendedResources no GPU of the node backs (made by hand, or left "
                        "behind by a node agent)", "", info.node.meta.uid)
-                for resource, described, allocatable in crossed]
+                for resource, described, allocatable in changed]
 
     def _unplace(self, uid: str, drop_ghosts: bool = True) -> list[ClusterEvent]:
         placement = self.placements.pop(uid)
@@ -809,8 +813,8 @@ class ClusterState:
             self.check_overcommit(info, None)
         if drop_ghosts:
             joined = self.ledger.drop_released_ghosts(placement.devices)
-            if info.surplus:  # a dropped ghost can only end a surplus here: nothing to report, only to forget
-                self.check_surplus(info)
+            if info.surplus:  # a dropped ghost: fewer here (the surplus's end says nothing)
+                self.deferred += self.check_surplus(info)
             for name in sorted(joined - {info.name}):  # a moved device taken in: one more there
                 self.deferred += self.check_surplus(self._node_info(name))
             self._recount_reshaped()
@@ -968,7 +972,7 @@ class ClusterState:
         info = self._node_info(device.node_name)
         self._refresh_heartbeat(device.node_name, *((old.node_name,) if old is not None else ()))
         if old is not None and old.node_name != device.node_name:
-            self.check_surplus(self._node_info(old.node_name))  # fewer there: only to forget
+            notices += self.check_surplus(self._node_info(old.node_name))  # fewer there
         return [ClusterEvent(EventKind.DEVICE_CHANGED, node=device.node_name), *classes], \
             notices + judged + self.check_overcommit(info, None) + self.check_surplus(info) \
             + self._unknown_attributes(self.classes.classes)
@@ -1024,9 +1028,10 @@ class ClusterState:
         node = self.ledger.delete(name)
         if node is None or known is None:
             return [], []
-        self.check_surplus(self._node_info(node))  # fewer devices: nothing to report, only to forget
+        fewer = self.check_surplus(self._node_info(node))
         classes, judged = self._rejudge_classes({known.resource_name})
-        return [ClusterEvent(EventKind.DEVICE_CHANGED, node=node), *classes, *self._recount_foreign(node)], judged
+        return [ClusterEvent(EventKind.DEVICE_CHANGED, node=node), *classes, *self._recount_foreign(node)], \
+            fewer + judged
 
     def _recount_reshaped(self) -> None:
         """Judge again the classes of the nodes a ghost came to or left (`ledger.reshaped`): a

@@ -90,8 +90,9 @@ class NodeInfo:
         self.over: frozenset[str] = frozenset()  # device resources last found over capacity (reported once)
         # of `over`, those this core saw go over as the Node's count of them went down -> the count before
         self.cut_from: dict[str, int] = {}
-        # device resources with more ExtendedResources (distinct deviceIDs) than allocatable (reported once)
-        self.surplus: frozenset[str] = frozenset()
+        # device resources with more ExtendedResources (distinct deviceIDs) than allocatable -> those
+        # two numbers, as last reported (`ClusterState.check_surplus`: again when they change)
+        self.surplus: Mapping[str, tuple[int, int]] = {}
         self.generation = 0
         # the labels of its Node object when that was deleted: the pods still on it run in the
         # topology domain those labels named until they are gone (a gang's rest must join them)
