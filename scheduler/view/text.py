@@ -9,12 +9,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
+from scheduler.first_few import first_few
 from scheduler.view import model as m
 
 GAP = "   "
 # under `nodes`' table when a row is `counted`: the pod's name on a GPU row reads as that device's
 # assignment, though a plain count request names no device (the view fills the first free rows)
 COUNTED_FOOTNOTE = "counted: plain nvidia.com/gpu requests; the device plugin on the node picks which GPUs"
+# a GPU's holders named in the table's PODS column, at most: eight slices' names (~230 characters)
+# wrapped over the next rows; `-o json` keeps them all
+HOLDERS_SHOWN = 3
 _TERMINAL = str.maketrans({"\x1b": "^[", "\r": "\\r"})
 
 
@@ -66,12 +70,13 @@ def columns(rows: Sequence[Sequence[str | None]]) -> str:
 
 
 def holders(gpu: m.GpuView) -> str:
-    """`ns/a (8Gi), ns/b (held)`: who holds the GPU, with slice amounts and non-bound states."""
+    """`ns/a (8Gi), ns/b (held)`: who holds the GPU, with slice amounts and non-bound states, the
+    first `HOLDERS_SHOWN` named (in the view's order) and the rest counted (`first_few`)."""
     out = []
     for holder in gpu.holders:
         notes = [note for note in (holder.amount, "" if holder.status == m.BOUND else holder.status) if note]
         out.append(f"{holder.pod} ({', '.join(notes)})" if notes else holder.pod)
-    return ", ".join(out)
+    return first_few(out, HOLDERS_SHOWN)
 
 
 def gpu_use(gpu: m.GpuView) -> str:
