@@ -523,6 +523,29 @@ def _host_ports(containers: Sequence[tuple[str, object, bool]], host_network: bo
     return tuple(found)
 
 
+@dataclass(frozen=True, slots=True)
+class ClaimRef:
+    """One claim a pod's volumes name: the claim's name, and whether it is an ephemeral volume's."""
+
+    name: str
+    ephemeral: bool
+
+
+def pod_claims(spec: JSON, pod_name: str) -> tuple[ClaimRef, ...]:
+    """The claims a pod's spec.volumes name, in order (upstream's podHasPVCs walk)."""
+    claims: list[ClaimRef] = []
+    for i, raw in enumerate(_list(spec.get("volumes"), "Pod.spec.volumes")):
+        volume = _mapping(raw, f"Pod.spec.volumes[{i}]")
+        source = volume.get("persistentVolumeClaim")
+        if source is not None:
+            name = _str(_mapping(source, f"Pod.spec.volumes[{i}].persistentVolumeClaim").get("claimName"),
+                        f"Pod.spec.volumes[{i}].persistentVolumeClaim.claimName")
+            claims.append(ClaimRef(name, False))
+        elif volume.get("ephemeral") is not None:
+            claims.append(ClaimRef(f"{pod_name}-{_str(volume.get('name'), f'Pod.spec.volumes[{i}].name')}", True))
+    return tuple(claims)
+
+
 @dataclass(slots=True)
 class Pod:
     meta: ObjectMeta
@@ -572,6 +595,7 @@ class Pod:
     preemption_mark: PreemptionMark | None = None  # that condition, terminating or not
     owners: tuple[str, ...] = ()  # metadata.ownerReferences' names (a PodGroup's occupiedBy)
     host_ports: tuple[HostPort, ...] = ()  # the ports it takes on its node (NodePorts)
+    claims: tuple[ClaimRef, ...] = ()  # the PersistentVolumeClaims its volumes name (VolumeBinding)
 
     @property
     def key(self) -> str:
@@ -842,6 +866,7 @@ def parse_pod(obj: JSON) -> Pod:
     pod.preemption_mark = _preemption_mark(status)
     pod.preempted = meta.deleting and pod.preemption_mark is not None
     pod.owners = _owner_names(obj)
+    pod.claims = pod_claims(spec, meta.name)
     host_network = spec.get("hostNetwork", False)
     if not isinstance(host_network, bool):
         raise ObjectError(f"Pod.spec.hostNetwork: expected a boolean, got {type(host_network).__name__}")

@@ -175,11 +175,19 @@ DISRUPTION_BUDGETS = ResourceKind("PodDisruptionBudget", "policy/v1", "/apis/pol
                                   optional=True, builtin=True, namespaced=True)
 PRIORITY_CLASSES = ResourceKind("PriorityClass", "scheduling.k8s.io/v1", "/apis/scheduling.k8s.io/v1/priorityclasses",
                                 optional=True, builtin=True)
+# VolumeBinding's kinds (optional: a role from before the plugin may not read them, and pods with
+# claims then pass it as before: `ClusterState.unread`)
+CLAIMS = ResourceKind("PersistentVolumeClaim", "v1", "/api/v1/persistentvolumeclaims",
+                      optional=True, builtin=True, namespaced=True)
+VOLUMES = ResourceKind("PersistentVolume", "v1", "/api/v1/persistentvolumes", optional=True, builtin=True)
+STORAGE_CLASSES = ResourceKind("StorageClass", "storage.k8s.io/v1", "/apis/storage.k8s.io/v1/storageclasses",
+                               optional=True, builtin=True)
+STORAGE_KINDS: tuple[ResourceKind, ...] = (CLAIMS, VOLUMES, STORAGE_CLASSES)
 # upstream's Workload API (Kubernetes 1.36, alpha, off by default): a 404 while it is not served
 WORKLOAD_POD_GROUPS = ResourceKind("PodGroup", "scheduling.k8s.io/v1alpha2", "/apis/scheduling.k8s.io/v1alpha2/podgroups",
                                    optional=True, name="PodGroup.scheduling.k8s.io", namespaced=True)
 ALL_KINDS: tuple[ResourceKind, ...] = (NODES, PODS, EXTENDED_RESOURCES, RESOURCE_CLASSES, POD_GROUPS,
-                                       DISRUPTION_BUDGETS, PRIORITY_CLASSES)
+                                       DISRUPTION_BUDGETS, PRIORITY_CLASSES, *STORAGE_KINDS)
 # what the scheduler, `kubectl tessera`'s snapshot and `tessera record` watch: upstream PodGroups too
 # (optional: a 404 while the alpha API is off)
 SCHEDULER_KINDS: tuple[ResourceKind, ...] = (*ALL_KINDS, WORKLOAD_POD_GROUPS)

@@ -40,7 +40,7 @@ from scheduler.kube.conflicting import GIVEN_TWICE, ConflictingSchedulers, other
 from scheduler.kube.evictor import Eviction, Evictor
 from scheduler.kube.fence import FENCE_REFUSED, FencedPod, TermFence
 from scheduler.kube.http import KubeHttp, RateLimiter
-from scheduler.kube.informers import PODS, SCHEDULER_KINDS, InformerSet
+from scheduler.kube.informers import PODS, SCHEDULER_KINDS, STORAGE_KINDS, InformerSet
 from scheduler.kube.recorder import EventRecorder, ObjectRef
 from scheduler.kube.startup_gc import collect_after_sync
 from scheduler.kube.held import HeldDevicesWriter
@@ -62,7 +62,8 @@ ABANDONED_NAMED = 5  # pods `leader.abandoned` names of each kind; the counts sa
 
 _API_VERSIONS = {"Pod": "v1", "Node": "v1", "ExtendedResource": "tessera.dev/v1alpha1",
                  "ResourceClass": "tessera.dev/v1alpha1", "PodGroup": PODGROUP_API_VERSIONS[PLUGINS_API],
-                 "PodDisruptionBudget": "policy/v1", "PriorityClass": "scheduling.k8s.io/v1"}
+                 "PodDisruptionBudget": "policy/v1", "PriorityClass": "scheduling.k8s.io/v1",
+                 "PersistentVolumeClaim": "v1", "PersistentVolume": "v1", "StorageClass": "storage.k8s.io/v1"}
 
 
 @dataclass(slots=True)
@@ -601,9 +602,17 @@ class SchedulerLoop:
                 self._finish_gang_evictions(now)
                 self._finish_due = now + FINISH_GANG_EVICTIONS_EVERY
             self._write_class_statuses_when_moved()
+            self._mark_unread()
             await self._run_cycles()
             self._submit_released()  # gates a cycle opened (e.g. a node's agent went quiet)
             self.hooks.on_queue(self.core.pending_counts(), self.core.take_queue_incoming())
+
+    def _mark_unread(self) -> None:
+        """Tell the core which storage kinds its role may not read (their informers unavailable):
+        VolumeBinding passes what it cannot tell then, so a deploy whose RBAC predates it
+        schedules pods with claims as before instead of refusing them for claims "not found"."""
+        self.core.state.unread = {informer.kind.kind: informer.unavailable for informer in self.informers.informers
+                                  if informer.kind in STORAGE_KINDS and informer.unavailable is not None}
 
     async def _catch_up(self) -> bool:
         """Before a term's first decision, read the pods Tessera schedules as the apiserver holds

@@ -24,9 +24,9 @@ import aiohttp
 import anyio
 
 from scheduler.kube.http import KubeHttp, Response, rejected
-from scheduler.kube.informers import (DISRUPTION_BUDGETS, EXTENDED_RESOURCES, NODES, POD_GROUPS, PODS,
-                                     PRIORITY_CLASSES, RESOURCE_CLASSES, SCHEDULER_KINDS, WORKLOAD_POD_GROUPS,
-                                     ResourceKind)
+from scheduler.kube.informers import (CLAIMS, DISRUPTION_BUDGETS, EXTENDED_RESOURCES, NODES, POD_GROUPS, PODS,
+                                     PRIORITY_CLASSES, RESOURCE_CLASSES, SCHEDULER_KINDS, STORAGE_CLASSES, VOLUMES,
+                                     WORKLOAD_POD_GROUPS, ResourceKind)
 from scheduler.logs import describe_error
 
 PAGE = 500
@@ -191,6 +191,9 @@ _WITHOUT = {
     WORKLOAD_POD_GROUPS.label: "{their}gangs cannot be judged",
     DISRUPTION_BUDGETS.label: "the dry runs' preemption does not see {them}",
     PRIORITY_CLASSES.label: "the dry runs' gang priorities and preemption do not see {them}",
+    CLAIMS.label: "{their}pods with claims get no dry run (VolumeBinding cannot be judged)",
+    VOLUMES.label: "pods with claims get no dry run (VolumeBinding cannot be judged)",
+    STORAGE_CLASSES.label: "pods with claims get no dry run (VolumeBinding cannot be judged)",
 }
 _WITHOUT_ANY = "shown without {them}"
 _OF_ALL = {"their": "their ", "them": "them"}  # none read: "their gangs cannot be judged"

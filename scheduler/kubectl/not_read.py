@@ -5,11 +5,13 @@ One home for both commands: other schedulers' keys and the preferred terms it do
 pod's claims (`volume_note`), which the core does not parse at all.
 
 Volumes:
-Tessera runs none of kube-scheduler's volume plugins and watches no PersistentVolumeClaims
-(docs/not-supported.md, "Volumes"): a pod whose claim waits for a node (a WaitForFirstConsumer
-StorageClass) is bound, the claim stays Pending and the pod ContainerCreating. Tessera cannot see
-that without reading claims; it can say, for a pod that has any, that it did not check them. Pure:
-reads the pod's spec as the apiserver stores it, any shape without raising.
+Tessera runs the part of kube-scheduler's VolumeBinding that writes nothing (docs/not-supported.md,
+"Volumes"): a pod's claims must exist and be bound unless their StorageClass waits for the first
+consumer, and a bound claim's volume must allow the node. A claim still waiting for its first
+consumer is not given a node: the pod is bound, the claim stays Pending and the pod
+ContainerCreating. Whether a claim waits cannot be read from the pod, so a pod with claims is told
+what is and is not checked. Pure: reads the pod's spec as the apiserver stores it, any shape
+without raising.
 """
 
 from __future__ import annotations
@@ -45,9 +47,10 @@ def volume_note(spec: object) -> str:
     claims = claimed_volumes(spec)
     if not claims:
         return ""
-    return (f"{', '.join(claims)}: Tessera does not check volume binding or topology: a claim of a "
-            "WaitForFirstConsumer StorageClass is never given a node (it stays Pending, the pod ContainerCreating), "
-            "and a volume's node affinity is not matched; pin the pod to the volume's node, or run it with "
+    return (f"{', '.join(claims)}: Tessera checks that the claims exist and are bound and that a bound volume's "
+            "node affinity allows the node (VolumeBinding), but a claim of a WaitForFirstConsumer StorageClass is "
+            "never given a node (it stays Pending, the pod ContainerCreating), and volume zones, attach limits and "
+            "access-mode conflicts are not checked; bind such a claim first, or run the pod with "
             f"schedulerName: default-scheduler. See {DOC}.")
 
 

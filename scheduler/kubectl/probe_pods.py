@@ -7,9 +7,10 @@ nothing is written.
 
 A file holds YAML or JSON documents: Pods, workloads, `List`s of them (`kubectl get -o yaml`
 output), and PodGroups (scheduler-plugins' or upstream's) for gangs; `-f` may be given more than
-once (`read_files`). Objects of built-in kinds that never make pods (`NO_PODS`: a claim, a
-StorageClass, a Service, a ConfigMap, ...) are skipped with a note, so an app's bundle can be passed
-whole; any other kind is an error, as it may make pods what-if cannot know of. A workload becomes the pods its
+once (`read_files`). The claims, PersistentVolumes and StorageClasses a file holds join the dry run
+with its pods (`STORAGE`: VolumeBinding reads them; a claim the file makes would otherwise be "not
+found"). Objects of other built-in kinds that never make pods (`NO_PODS`: a Service, a ConfigMap,
+...) are skipped with a note, so an app's bundle can be passed whole; any other kind is an error, as it may make pods what-if cannot know of. A workload becomes the pods its
 controller would create from its template, the template's labels and annotations kept (a gang's
 among them, so the gang is judged whole):
 - a Deployment or ReplicaSet: spec.replicas (default 1) pods, named `<name>-what-if-<i>` (the
@@ -87,6 +88,8 @@ NO_PODS: dict[tuple[str, str], bool] = {
     ("networking.k8s.io", "IngressClass"): True, ("discovery.k8s.io", "EndpointSlice"): False,
     ("policy", "PodDisruptionBudget"): False, ("autoscaling", "HorizontalPodAutoscaler"): False,
 }
+# of those, the kinds VolumeBinding reads: taken into the dry run with the file's pods
+STORAGE = frozenset({("", "PersistentVolumeClaim"), ("", "PersistentVolume"), ("storage.k8s.io", "StorageClass")})
 DEFAULT_SCHEDULER = "default-scheduler"  # the apiserver's default for spec.schedulerName
 RENAME_SUFFIX = "-what-if"  # --rename: the copies' names (as the synthetic `<name>-what-if-<i>` pods')
 MAX_PODS = 100_000  # the most pods one file may stand for: a replay of more would not end in useful time
@@ -155,7 +158,10 @@ def read_files(files: Sequence[tuple[str, str]], namespace: str, namespace_flag:
         for number, document in enumerate(_flattened(documents, source), start=1):
             where = f"{source}: object {number}"
             if _makes_no_pods(document):
-                skipped.append(_skipped(document, where, namespace, namespace_flag))
+                if (_group(document), document["kind"]) in STORAGE:
+                    objects.append(_storage(document, where, namespace, namespace_flag))
+                else:
+                    skipped.append(_skipped(document, where, namespace, namespace_flag))
                 continue
             if rename:
                 document = _renamed(document)
@@ -288,6 +294,17 @@ def _skipped(obj: dict[str, Any], where: str, namespace: str, namespace_flag: st
     if NO_PODS[(_group(obj), obj["kind"])]:
         return f"{obj['kind']} {name}"
     return f"{obj['kind']} {_namespace(meta, where, namespace, namespace_flag)}/{name}"
+
+
+def _storage(obj: dict[str, Any], where: str, namespace: str, namespace_flag: str | None) -> dict[str, Any]:
+    """A copy of a claim, volume or StorageClass of the file as the dry run takes it: named, a
+    claim in its namespace (which must agree with -n, as a pod's), the others in none."""
+    meta = obj.get("metadata")
+    meta = dict(meta) if isinstance(meta, dict) else {}
+    meta["name"] = _name(meta, where)
+    meta["namespace"] = "" if NO_PODS[(_group(obj), obj["kind"])] else _namespace(meta, where, namespace,
+                                                                                   namespace_flag)
+    return {**obj, "metadata": meta}
 
 
 def _group(obj: Mapping[str, Any]) -> str:

@@ -25,7 +25,8 @@ from scheduler.core.classes import DEFAULT_RESOURCE_PREFIX
 from scheduler.core.resources import is_extended
 from scheduler.core.objects import WORKLOAD_API, ObjectError, Pod, gang_name, parse_pod
 from scheduler.core.state import ClusterState
-from scheduler.kube.informers import EXTENDED_RESOURCES, POD_GROUPS, RESOURCE_CLASSES, WORKLOAD_POD_GROUPS, ResourceKind
+from scheduler.kube.informers import (EXTENDED_RESOURCES, POD_GROUPS, RESOURCE_CLASSES, STORAGE_KINDS, WORKLOAD_POD_GROUPS,
+                                     ResourceKind)
 from scheduler.kube.snapshot import Unread
 from scheduler.view.listed import listed_view
 from scheduler.view.model import ClusterView
@@ -103,7 +104,19 @@ def cannot_tell(pod: Pod, unread: Mapping[str, Unread], names: Offered) -> str:
         if asked:
             found.append(f"it asks for {', '.join(asked)} and ExtendedResources cannot be read, so which devices "
                          f"serve {'it' if len(asked) == 1 else 'them'} is not known ({devices.name}: {devices.why})")
+    found += _claims_unread(pod, unread)
     return "; ".join(found)
+
+
+def _claims_unread(pod: Pod, unread: Mapping[str, Unread]) -> list[str]:
+    """Of a pod with PersistentVolumeClaims, the storage kinds VolumeBinding reads that could not
+    be (claims read in the pod's namespace are): the dry run would take them for absent."""
+    if not pod.claims:
+        return []
+    missing = [each for kind in STORAGE_KINDS if (each := unread.get(kind.label)) is not None
+               and not each.read_in(pod.meta.namespace)]
+    return [f"it names PersistentVolumeClaims and {each.name} cannot be read, so whether VolumeBinding lets it on "
+            f"a node is not known ({each.name}: {each.why})" for each in missing]
 
 
 def unread_gangs(objects: Iterable[Mapping[str, Any]], unread: Mapping[str, Unread]) -> dict[str, str]:

@@ -2,7 +2,8 @@
 
 One rule for every consumer of a cluster listed at one moment — `tessera record`'s snapshot,
 `kubectl tessera`'s read-once core, its what-if replay: nodes, devices, classes, groups,
-PriorityClasses and PodDisruptionBudgets first, then pods bound to a node, then pending ones. The
+PriorityClasses, PodDisruptionBudgets, StorageClasses, PersistentVolumes and PersistentVolumeClaims
+first, then pods bound to a node, then pending ones. The
 core then counts everything already placed before it places anything: in name order a pending pod
 could take GPUs a bound pod listed after it holds.
 """
@@ -19,7 +20,8 @@ if TYPE_CHECKING:  # `tessera record` sorts with this module and never loads the
 # Everything a placement or a preemption reads comes before the pods: a pending pod is tried as
 # soon as it is replayed, so a PodDisruptionBudget or PriorityClass listed after it (listings come
 # kind by kind, these last) would not protect or rank anyone in its preemption.
-KIND_ORDER = ("Node", "ExtendedResource", "ResourceClass", "PodGroup", "PriorityClass", "PodDisruptionBudget", "Pod")
+KIND_ORDER = ("Node", "ExtendedResource", "ResourceClass", "PodGroup", "PriorityClass", "PodDisruptionBudget",
+              "StorageClass", "PersistentVolume", "PersistentVolumeClaim", "Pod")
 
 
 def is_bound(obj: Mapping[str, Any]) -> bool:

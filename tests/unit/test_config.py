@@ -491,7 +491,7 @@ FIT = "profiles[0].pluginConfig[0].args.scoringStrategy"
      "ImageLocality is kube-scheduler's and not supported by Tessera: "),
     (profile(plugins={"score": {"enabled": [{"name": "NodeName"}]}}), "profiles[0].plugins.score.enabled[0].name",
      'plugin "NodeName" does not extend ScorePlugin plugin'),  # a known plugin: upstream's framework error
-    (profile(plugins={"multiPoint": {"enabled": [{"name": "VolumeBinding"}]}}), "profiles[0].plugins.multiPoint.enabled[0].name", "Unsupported value"),
+    (profile(plugins={"multiPoint": {"enabled": [{"name": "VolumeRestrictions"}]}}), "profiles[0].plugins.multiPoint.enabled[0].name", "Unsupported value"),
     (profile(plugins={"filter": {"enabled": [{"name": "VolumeZone"}]}}), "profiles[0].plugins.filter.enabled[0].name", "Unsupported value"),
     # enabled at an extension point the plugin does not implement: upstream's framework build fails
     # (framework.go updatePluginList), where Tessera used to accept the entry as a no-op

@@ -107,8 +107,8 @@ def test_an_unknown_name_lists_only_the_names_valid_at_its_point() -> None:
         'cfg.yaml: profiles[0].plugins.postFilter.enabled[0].name: Unsupported value: "Preemption": '
         'supported values: "Coscheduling", "DefaultPreemption"')
     # a point no Tessera plugin implements lists none (field.NotSupported with no valid values)
-    assert _error({"plugins": {"preBind": {"enabled": [{"name": "VolumeBinding"}]}}}) == (
-        'cfg.yaml: profiles[0].plugins.preBind.enabled[0].name: Unsupported value: "VolumeBinding"')
+    assert _error({"plugins": {"postBind": {"enabled": [{"name": "VolumeZone"}]}}}) == (
+        'cfg.yaml: profiles[0].plugins.postBind.enabled[0].name: Unsupported value: "VolumeZone"')
     # a known plugin the point does not take: upstream's framework error, as before
     assert _error({"plugins": {"queueSort": {"enabled": [{"name": "NodeName"}]}}}).endswith(
         'plugin "NodeName" does not extend QueueSortPlugin plugin')

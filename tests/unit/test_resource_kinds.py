@@ -35,4 +35,4 @@ def test_builtin_kinds_are_named_as_kubectl_names_them() -> None:
     assert by_label["PodGroup.scheduling.k8s.io"].aliases == (
         "podgroup", "podgroups", "podgroups.scheduling.k8s.io", "podgroup.scheduling.k8s.io")
     assert {kind.label for kind in SCHEDULER_KINDS if kind.namespaced} == {
-        "Pod", "PodGroup", "PodDisruptionBudget", "PodGroup.scheduling.k8s.io"}
+        "Pod", "PodGroup", "PodDisruptionBudget", "PodGroup.scheduling.k8s.io", "PersistentVolumeClaim"}

@@ -78,7 +78,8 @@ def test_explain_says_a_pods_claims_are_not_checked() -> None:
     assert result is not None
     text = explaining.render(result, 0.0)
     line = next(line for line in text.splitlines() if line.startswith("Volumes:"))
-    assert "claim data, ephemeral scratch: Tessera does not check volume binding or topology" in line
+    assert ("claim data, ephemeral scratch: Tessera checks that the claims exist and are bound and that a bound "
+            "volume's node affinity allows the node (VolumeBinding)") in line
     assert "WaitForFirstConsumer" in line and "docs/not-supported.md (Volumes)" in line
     assert explaining.as_dict(result)["volumes"] == result.volumes
     other = explaining.explain(objs, "default/plain", config(), [], 0.0)
@@ -86,17 +87,18 @@ def test_explain_says_a_pods_claims_are_not_checked() -> None:
     assert "Volumes:" not in explaining.render(other, 0.0)
 
 
-async def test_what_if_notes_a_file_pods_claims_and_skips_objects_that_make_no_pods(
+async def test_what_if_notes_a_file_pods_claims_and_takes_the_files_claims_and_classes(
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    """Findings 1 and 4: the trial's bundle (StorageClass, claim, pod) was refused; now the
-    StorageClass and the claim are skipped with one note, and the pod's claim is noted."""
+    """Findings 1 and 4: the trial's bundle (StorageClass, claim, pod) was refused; then the
+    StorageClass and the claim were skipped with one note. VolumeBinding reads them now: they join
+    the dry run (the claim waits for its first consumer, so the pod is placed; skipped, it would be
+    "not found"), and the pod's claim is noted."""
     (tmp_path / "pvc.yaml").write_text(PVC_BUNDLE)
     status, out, err = await what_if_cli(monkeypatch, capsys, [b.node("n", gpus=8)], "-f", str(tmp_path / "pvc.yaml"))
     assert status == 0
     assert out.splitlines()[1].split() == ["default/pvc-pod", "n", "-", "placed"]
-    assert (f"warning: {tmp_path / 'pvc.yaml'}: skipped 2 objects that make no pods: StorageClass local-wffc, "
-            "PersistentVolumeClaim default/data") in err
-    assert ("Not read: default/pvc-pod: claim data: Tessera does not check volume binding or topology") in out
+    assert "skipped" not in err, err
+    assert "Not read: default/pvc-pod: claim data: Tessera checks that the claims exist and are bound" in out
     _, out, _ = await what_if_cli(monkeypatch, capsys, [b.node("n", gpus=8)], "-f", str(tmp_path / "pvc.yaml"),
                                "-o", "json")
     doc = orjson.loads(out)

@@ -3,7 +3,7 @@ its arguments (model and parser, in the plugin's own module) and the names the s
 configuration files used for it.
 
 The order is the filter order (upstream's: NodeUnschedulable, NodeName, TaintToleration,
-NodeAffinity, NodePorts, NodeResourcesFit, PodTopologySpread, InterPodAffinity; a gang's
+NodeAffinity, NodePorts, NodeResourcesFit, VolumeBinding, PodTopologySpread, InterPodAffinity; a gang's
 topology domain before the resource checks because it is the cheapest and rules out the most
 nodes; device classes last because they are the most expensive) and the order of upstream's
 default multiPoint set. Adding a plugin is one module under
@@ -55,6 +55,7 @@ from scheduler.core.plugins.taints import TaintToleration
 from scheduler.core.plugins.topology import TopologyPlacement
 from scheduler.core.plugins.topology import args as topology_args
 from scheduler.core.plugins.unhonoured_terms import TesseraUnhonouredTerms
+from scheduler.core.plugins.volume_binding import VolumeBinding
 from scheduler.core.plugins import interpod_affinity
 from scheduler.core.plugins.interpod_affinity import InterPodAffinity
 from scheduler.core.plugins import pod_topology_spread
@@ -169,6 +170,7 @@ REGISTRY: tuple[PluginSpec, ...] = (
                           resolve=fit_args.resolve_legacy),
                GpuScore(lambda args: isinstance(args, fit_args.ScoringStrategy) and args.scores_gpus,
                         f"with a GPU resource ({', '.join(sorted(GPU_RESOURCES))}) in its scoringStrategy.resources")),
+    PluginSpec(VolumeBinding, _no_args(VolumeBinding)),
     PluginSpec(Coscheduling, _with(Coscheduling, coscheduling.CoschedulingArgs),
                args=ArgsSpec(coscheduling.CoschedulingArgs, coscheduling.parse_args, coscheduling.ARGS_FIELDS,
                              coscheduling.ARGS_IGNORED)),

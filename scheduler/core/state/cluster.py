@@ -45,6 +45,8 @@ from scheduler.core.state.events import ClusterEvent, EventKind, Notice
 from scheduler.core.state.gangs import GangIndex
 from scheduler.core.state.ledger import DeviceLedger, counted_requests
 from scheduler.core.state.nodes import Hold, Lifted, NodeInfo, Placement
+from scheduler.core.volumes import (CLAIM_KIND, STORAGE_CLASS_KIND, VOLUME_KIND, Claim, StorageClass, Volume,
+                                    parse_claim, parse_storage_class, parse_volume)
 
 _TOMBSTONES = 200_000
 UNKNOWN_ATTRIBUTE = "UnknownDeviceAttribute"  # a valid class's selector needs an attribute no device has
@@ -124,6 +126,13 @@ class ClusterState:
         self.held_assignments: dict[str, DeviceAssignment] = {}
         self.pdbs: dict[str, DisruptionBudget] = {}
         self.priority_classes: dict[str, int] = {}  # PriorityClass name -> value (for PodGroups)
+        # VolumeBinding's objects: claims by namespace/name, volumes and StorageClasses by name
+        self.claims: dict[str, Claim] = {}
+        self.volumes: dict[str, Volume] = {}
+        self.storage_classes: dict[str, StorageClass] = {}
+        # kinds the shell cannot read (its role may not: an optional informer marked unavailable),
+        # kind -> why: what reads them must not take their absence for "there are none"
+        self.unread: dict[str, str] = {}
         self._tombstones: OrderedDict[str, None] = OrderedDict()
         self._resource_versions: dict[str, int] = {}
 
@@ -394,6 +403,12 @@ class ClusterState:
             self.pdbs.pop(key, None)
         if kind == "PriorityClass":
             self.priority_classes.pop(name, None)
+        if kind == CLAIM_KIND:
+            self.claims.pop(key, None)
+        if kind == VOLUME_KIND:
+            self.volumes.pop(name, None)
+        if kind == STORAGE_CLASS_KIND:
+            self.storage_classes.pop(name, None)
         return []
 
     def _stale(self, uid: str, resource_version: str) -> bool:
@@ -1209,6 +1224,47 @@ def _on_pdb(state: ClusterState, event_type: str, obj: JSON) -> tuple[list[Clust
     return [], []
 
 
+def _storage_event(kind: EventKind, name: str, update: bool) -> list[ClusterEvent]:
+    """The event a storage object's add or update gives (upstream's label for an update)."""
+    label = kind.value.removesuffix("Add") + "Update" if update else ""
+    return [ClusterEvent(kind, name=name, label=label)]
+
+
+def _on_claim(state: ClusterState, event_type: str, obj: JSON) -> tuple[list[ClusterEvent], list[Notice]]:
+    """A claim added or changed may let the pods naming it through VolumeBinding (bound at last);
+    its deletion registers no event upstream (the pods naming it wait for it to come back)."""
+    claim = parse_claim(obj)
+    if event_type == "DELETED":
+        state.claims.pop(claim.key, None)
+        return [], []
+    old = state.claims.get(claim.key)
+    state.claims[claim.key] = claim
+    return (_storage_event(EventKind.CLAIM_CHANGED, claim.key, old is not None) if old != claim else []), []
+
+
+def _on_volume(state: ClusterState, event_type: str, obj: JSON) -> tuple[list[ClusterEvent], list[Notice]]:
+    """A PersistentVolume added or changed: its node affinity is what VolumeBinding matches."""
+    volume = parse_volume(obj)
+    if event_type == "DELETED":
+        state.volumes.pop(volume.name, None)
+        return [], []
+    old = state.volumes.get(volume.name)
+    state.volumes[volume.name] = volume
+    return (_storage_event(EventKind.VOLUME_CHANGED, volume.name, old is not None) if old != volume else []), []
+
+
+def _on_storage_class(state: ClusterState, event_type: str, obj: JSON) -> tuple[list[ClusterEvent], list[Notice]]:
+    """A StorageClass added or changed: its binding mode tells VolumeBinding whether an unbound
+    claim of it should have been bound already."""
+    cls = parse_storage_class(obj)
+    if event_type == "DELETED":
+        state.storage_classes.pop(cls.name, None)
+        return [], []
+    old = state.storage_classes.get(cls.name)
+    state.storage_classes[cls.name] = cls
+    return (_storage_event(EventKind.STORAGE_CLASS_CHANGED, cls.name, old is not None) if old != cls else []), []
+
+
 def placement_of(pod: Pod, node_name: str, devices: DeviceAssignment | None, counted_as: Callable[[str], str],
                  broken: bool = False, assumed: bool = True) -> Placement:
     """What placing the pod on the node with these devices charges: each device once, as the
@@ -1480,6 +1536,9 @@ _HANDLERS = {
     "PodGroup": ClusterState._on_podgroup,
     "PodDisruptionBudget": _on_pdb,
     "PriorityClass": _on_priority_class,
+    CLAIM_KIND: _on_claim,
+    VOLUME_KIND: _on_volume,
+    STORAGE_CLASS_KIND: _on_storage_class,
 }
 
 

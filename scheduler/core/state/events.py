@@ -27,6 +27,12 @@ class EventKind(enum.Enum):
     CLASS_CHANGED = "ResourceClassChange"
     PODGROUP_CHANGED = "PodGroupChange"
     ALLOCATION_DONE = "AllocationDone"  # a pod on the node left `tessera.dev/phase: Allocating`
+    # storage objects added or updated (upstream's PersistentVolumeClaim, PersistentVolume and
+    # StorageClass Add|Update: their deletion registers no event); `ClusterEvent.name` says which,
+    # an update's `label` is upstream's ...Update
+    CLAIM_CHANGED = "PersistentVolumeClaimAdd"
+    VOLUME_CHANGED = "PersistentVolumeAdd"
+    STORAGE_CLASS_CHANGED = "StorageClassAdd"
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +42,7 @@ class ClusterEvent:
     kind: EventKind
     node: str = ""
     group: str = ""
+    name: str = ""  # a storage event's object: a claim's namespace/name, a volume's or class's name
     # the queue's event label when it is finer than the kind's (scheduler_queue_incoming_pods_total):
     # a node update is upstream's Node + the UpdateNodeXYZ action of the property that changed
     label: str = ""

@@ -1,0 +1,163 @@
+"""VolumeBinding's read-only part, as kube-scheduler v1.36's (volumebinding/volume_binding.go,
+binder.go): a pod's claims must exist and be bound (or wait for their first consumer), and the
+volumes of the bound ones must allow the node."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scheduler.core.volumes import CLAIM_KIND, STORAGE_CLASS_KIND, VOLUME_KIND
+from scheduler.sim import builders as b
+from tests.helpers import Run
+
+HOSTNAME = "kubernetes.io/hostname"
+
+
+def claimer(name: str, *claims: str, ephemeral: tuple[str, ...] = (), **kw: Any) -> dict[str, Any]:
+    """A pod of Tessera's whose volumes name these claims (and generic ephemeral volumes)."""
+    volumes: list[dict[str, Any]] = [{"name": f"v{i}", "persistentVolumeClaim": {"claimName": claim}}
+                                     for i, claim in enumerate(claims)]
+    volumes += [{"name": volume, "ephemeral": {"volumeClaimTemplate": {"spec": {}}}} for volume in ephemeral]
+    return b.pod(name, requests={"cpu": "1"}, spec_extra={"volumes": volumes}, **kw)
+
+
+def claim(name: str, volume: str = "", storage_class: str | None = None, bound: bool = True,
+          namespace: str = "default", **meta: Any) -> dict[str, Any]:
+    spec: dict[str, Any] = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+    if volume:
+        spec["volumeName"] = volume
+    if storage_class is not None:
+        spec["storageClassName"] = storage_class
+    annotations = {"pv.kubernetes.io/bind-completed": "yes"} if volume and bound else {}
+    return {"apiVersion": "v1", "kind": CLAIM_KIND,
+            "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{namespace}-{name}",
+                         "resourceVersion": "1", "annotations": annotations, **meta},
+            "spec": spec, "status": {"phase": "Bound" if volume and bound else "Pending"}}
+
+
+def volume(name: str, *hosts: str, key: str = HOSTNAME) -> dict[str, Any]:
+    spec: dict[str, Any] = {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                            "local": {"path": "/mnt/nvme0"}}
+    if hosts:
+        spec["nodeAffinity"] = {"required": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": key, "operator": "In", "values": list(hosts)}]}]}}
+    return {"apiVersion": "v1", "kind": VOLUME_KIND,
+            "metadata": {"name": name, "uid": f"uid-pv-{name}", "resourceVersion": "1"}, "spec": spec}
+
+
+def storage_class(name: str, mode: str) -> dict[str, Any]:
+    return {"apiVersion": "storage.k8s.io/v1", "kind": STORAGE_CLASS_KIND, "provisioner": "kubernetes.io/no-provisioner",
+            "metadata": {"name": name, "uid": f"uid-sc-{name}", "resourceVersion": "1"}, "volumeBindingMode": mode}
+
+
+def nodes(*names: str, zone: bool = False) -> list[dict[str, Any]]:
+    return [b.node(name, labels={HOSTNAME: name, **({"zone": f"z-{name}"} if zone else {})}) for name in names]
+
+
+def test_a_pod_goes_to_the_node_its_local_volume_is_on() -> None:
+    run = Run()
+    run.add(*nodes("a", "b", "c"), volume("nvme-b", "b"), claim("data", "nvme-b"), claimer("train", "data"))
+    assert run.node_of("train") == "b"
+
+
+def test_the_other_nodes_read_upstreams_prefilter_narrowing() -> None:
+    """GetEligibleNodes: a local volume's hostnames are the only nodes filtered; a node named
+    there whose labels do not match reads the node affinity conflict."""
+    run = Run()
+    run.add(b.node("a", labels={HOSTNAME: "a"}), b.node("b", labels={HOSTNAME: "other"}),
+            volume("nvme-b", "b"), claim("data", "nvme-b"), claimer("train", "data"))
+    assert run.node_of("train") is None
+    message = run.last("train").message
+    assert "1 node(s) had volume node affinity conflict" in message, message
+    assert "1 node(s) didn't satisfy plugin(s) [VolumeBinding]" in message, message
+
+
+def test_a_volume_affinity_on_another_label_is_matched_per_node() -> None:
+    run = Run()
+    run.add(*nodes("a", "b", zone=True), volume("disk", "z-a", key="zone"), claim("data", "disk"),
+            claimer("train", "data"))
+    assert run.node_of("train") == "a"
+
+
+def test_a_missing_claim_is_upstreams_unresolvable_prefilter_rejection() -> None:
+    run = Run()
+    run.add(*nodes("a"), claimer("train", "nope"))
+    assert run.node_of("train") is None
+    assert 'persistentvolumeclaim "nope" not found' in run.last("train").message
+
+
+def test_a_claim_being_deleted() -> None:
+    run = Run()
+    run.add(*nodes("a"), claim("data", "pv", deletionTimestamp="2026-01-01T00:00:00Z"), volume("pv"),
+            claimer("train", "data"))
+    assert 'persistentvolumeclaim "data" is being deleted' in run.last("train").message
+
+
+def test_a_bound_claim_whose_volume_is_missing() -> None:
+    run = Run()
+    run.add(*nodes("a", "b"), claim("data", "gone"), claimer("train", "data"))
+    assert run.node_of("train") is None
+    assert "2 node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)" in run.last("train").message
+    run.add(volume("gone", "b"))  # the volume appears: the pod is tried again
+    assert run.node_of("train") == "b"
+
+
+def test_unbound_immediate_claims_wait_and_a_bind_wakes_the_pod() -> None:
+    run = Run()
+    run.add(*nodes("a"), storage_class("fast", "Immediate"), volume("pv"), claim("data", storage_class="fast"),
+            claimer("train", "data"))
+    assert run.node_of("train") is None
+    assert "pod has unbound immediate PersistentVolumeClaims" in run.last("train").message
+    run.feed(b.event("MODIFIED", claim("data", "pv", storage_class="fast") | {
+        "metadata": {**claim("data", "pv")["metadata"], "resourceVersion": "2"}}))
+    assert run.node_of("train") == "a"
+
+
+def test_a_claim_without_class_or_of_an_unknown_class_or_prebound_binds_immediately() -> None:
+    run = Run()
+    run.add(*nodes("a"), claim("none"), claim("unknown", storage_class="nope"), claim("pre", "pv", bound=False),
+            claimer("p1", "none"), claimer("p2", "unknown"), claimer("p3", "pre"))
+    for name in ("p1", "p2", "p3"):
+        assert run.node_of(name) is None
+        assert "pod has unbound immediate PersistentVolumeClaims" in run.last(name).message
+
+
+def test_an_unbound_wait_for_first_consumer_claim_passes_as_before() -> None:
+    run = Run()
+    run.add(*nodes("a"), storage_class("local", "WaitForFirstConsumer"), claim("data", storage_class="local"),
+            claimer("train", "data"))
+    assert run.node_of("train") == "a"
+
+
+def test_an_ephemeral_volumes_claim_must_exist_and_be_the_pods() -> None:
+    run = Run()
+    run.add(*nodes("a"), claimer("train", ephemeral=("scratch",)))
+    assert 'waiting for ephemeral volume controller to create the persistentvolumeclaim "train-scratch"' \
+        in run.last("train").message
+    run.add(claim("train-scratch", "pv"), volume("pv"))
+    assert "PVC default/train-scratch was not created for pod default/train (pod is not owner)" \
+        in run.last("train").message
+
+
+def test_unread_kinds_pass_what_they_cannot_tell() -> None:
+    """An old deploy's role may not read claims: the shell marks the kind unread, and the pod is
+    placed as before (a claim not found would otherwise be a rejection)."""
+    run = Run()
+    run.state.unread[CLAIM_KIND] = "forbidden"
+    run.add(*nodes("a"), claimer("train", "nope"))
+    assert run.node_of("train") == "a"
+
+
+def test_unread_volumes_leave_bound_claims_unchecked() -> None:
+    run = Run()
+    run.state.unread[VOLUME_KIND] = "forbidden"
+    run.add(*nodes("a"), claim("data", "gone"), claimer("train", "data"))
+    assert run.node_of("train") == "a"
+
+
+def test_unread_storage_classes_take_an_unbound_claim_for_a_waiting_one() -> None:
+    run = Run()
+    run.state.unread[STORAGE_CLASS_KIND] = "forbidden"
+    run.add(*nodes("a"), claim("data", storage_class="fast"), claimer("train", "data"))
+    assert run.node_of("train") == "a"
+
