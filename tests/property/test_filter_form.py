@@ -32,6 +32,7 @@ from scheduler.core.plugins.node_ports import NodePorts
 from scheduler.core.plugins.node_unschedulable import NodeUnschedulable
 from scheduler.core.plugins.pod_topology_spread import PodTopologySpread, signature
 from scheduler.core.plugins.taints import TaintToleration
+from scheduler.core.plugins.volume_binding import VolumeBinding
 from scheduler.core.pod_terms import PodTerm
 from scheduler.core.state.nodes import Placement
 from scheduler.sim import builders as b
@@ -65,6 +66,11 @@ FIELDS = {"namespace": st.sampled_from(["default", "other"]), "app": st.sampled_
           "spread": st.sampled_from([None, "x"]), "klass": st.integers(0, 2),
           "policy": st.sampled_from([None, "Honor-taints", "Ignore-affinity", "minDomains", "app", INDEX]),
           "anti_namespaces": st.sampled_from([None, "other", "all"]), "self_affinity": st.booleans()}
+# VolumeBinding's claims, bound in each namespace to a volume of its own (`_storage`): the same
+# claim name reads another volume in the other namespace. A pod's claim follows its host port
+# (`CLAIMS`) rather than a field of its own: a new field would change every search's examples
+VOLUMES = {("default", "local"): (ZONE, "z1"), ("other", "local"): (ZONE, "z2"),
+           ("default", "racked"): (RACK, "r1"), ("other", "racked"): (RACK, "r2")}
 
 
 @st.composite
@@ -121,9 +127,29 @@ def _pending(i: int, p: dict[str, Any]) -> dict[str, Any]:
     requests = {"cpu": "1", **({"nvidia.com/gpu": p["gpus"]} if p["gpus"] else {}), **({GPU_CLASS: p["klass"]} if p["klass"] else {})}
     containers = [{"name": "c", "resources": {"requests": requests, "limits": {k: v for k, v in requests.items() if k != "cpu"}},
                    **({"ports": [{"containerPort": 80, "hostPort": p["port"]}]} if p["port"] else {})}]
+    if claim := CLAIMS.get(p["port"]):
+        spec["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]
     labels = {INDEX: str(i), **({"app": p["app"]} if p["app"] else {})}
     return b.pod(f"p{i}", namespace=p["namespace"], labels=labels, annotations={INDEX: str(i)},
                  containers=containers, spec_extra=spec)
+
+
+CLAIMS = {8080: "local", 8081: "racked"}
+
+
+def _storage() -> list[dict[str, Any]]:
+    """The claims `VOLUMES` names, bound, with their volumes."""
+    objects: list[dict[str, Any]] = []
+    for (namespace, claim), (key, value) in VOLUMES.items():
+        volume = f"pv-{namespace}-{claim}"
+        objects.append({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                        "metadata": {"name": claim, "namespace": namespace, "uid": f"pvc-{namespace}-{claim}",
+                                     "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
+                        "spec": {"volumeName": volume}})
+        objects.append({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": volume, "uid": volume},
+                        "spec": {"nodeAffinity": {"required": {"nodeSelectorTerms": [
+                            {"matchExpressions": [{"key": key, "operator": "In", "values": [value]}]}]}}}})
+    return objects
 
 
 def _cluster(node_specs: list[dict[str, Any]], running_specs: list[dict[str, Any]]) -> Run:
@@ -135,6 +161,7 @@ def _cluster(node_specs: list[dict[str, Any]], running_specs: list[dict[str, Any
                               unschedulable=n["cordoned"]))
         objects += [b.device(f"n{i}", k) for k in range(n["devices"])]
     objects.append(b.resource_class("gpu", match_labels={"model": "V100"}))
+    objects += _storage()
     nominated = []
     for i, r in enumerate(running_specs):
         spec: dict[str, Any] = {}
@@ -213,6 +240,8 @@ BROKEN: dict[str, tuple[type[FilterPlugin], Callable[[Any, PodContext], Hashable
     "NodePorts": (NodePorts, lambda self, ctx: None),
     "NodeResourcesFit": (NodeResourcesFit, lambda self, ctx: ctx.empty_request),
     "TesseraDevices": (TesseraDevices, lambda self, ctx: ctx.plain),
+    "VolumeBinding-claims": (VolumeBinding, lambda self, ctx: ctx.pod.meta.namespace),
+    "VolumeBinding-namespace": (VolumeBinding, lambda self, ctx: tuple(ref.name for ref in ctx.pod.claims)),
 }
 
 

@@ -19,7 +19,7 @@ from scheduler.core.scheduler import Scheduler
 from scheduler.kubectl import explain as explaining
 from scheduler.sim import builders as b
 
-DISABLEABLE = ("NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity", "NodePorts", "PodTopologySpread",
+DISABLEABLE = ("NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity", "NodePorts", "VolumeBinding", "PodTopologySpread",
                "InterPodAffinity")
 KEPT = ("TopologyPlacement", "NodeResourcesFit", "Coscheduling", "TesseraDevices")
 CHART_SCHEMA = Path(__file__).resolve().parents[2] / "deploy" / "helm" / "tessera" / "values.schema.json"
@@ -93,7 +93,7 @@ def test_pre_filter_disabled_turns_off_node_affinitys_pre_filter_only() -> None:
     filters, pre_filters, _ = _filters(plugins)
     assert "NodeAffinity" in filters and "NodePorts" in filters and "NodeAffinity" not in pre_filters
     star = parse_config(_config({"preFilter": {"disabled": [{"name": "*"}]}}), "t.yaml").profiles[0]
-    assert star.disabled_pre_filters == ("NodeAffinity",) and star.disabled_filters == ()
+    assert star.disabled_pre_filters == ("NodeAffinity", "VolumeBinding") and star.disabled_filters == ()
 
 
 def test_node_affinity_disabled_at_both_points_is_built_for_its_score_only() -> None:
