@@ -135,8 +135,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="show pending pods of every namespace (the default unless -n is given)")
     what.add_argument("-f", "--filename", metavar="FILE", action="append",
                       help="place these pods instead (Pods, Deployments, ReplicaSets, StatefulSets, Jobs, Kubeflow "
-                           "training jobs, Lists, PodGroups; objects of kinds that make no pods, such as "
-                           "PersistentVolumeClaims, StorageClasses, Services and ConfigMaps, are skipped with a note; "
+                           "training jobs, Lists, PodGroups; PersistentVolumeClaims, PersistentVolumes and StorageClasses "
+                           "join the dry run; objects of other kinds that make no pods, such as Services and "
+                           "ConfigMaps, are skipped with a note; "
                            "PriorityClasses are not taken: apply them first (kubectl apply -f ...), then give "
                            "what-if the rest; - for stdin; repeat -f for several files), not created: "
                            "where they would go if created now, behind the pods already pending")

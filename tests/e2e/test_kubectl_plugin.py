@@ -249,12 +249,13 @@ async def test_what_if_from_a_file_places_pods_that_are_not_created(clean_cluste
         await asyncio.to_thread(clean_cluster.remove_fake_gpu_nodes, names)
 
 
-async def test_explain_and_what_if_say_a_pods_claims_are_not_checked(clean_cluster: LocalControlPlane, kubectl: Kube,
-                                                                     namespace: str, tmp_path: Path) -> None:
+async def test_explain_and_what_if_say_what_of_a_pods_claims_is_checked(clean_cluster: LocalControlPlane,
+                                                                        kubectl: Kube, namespace: str,
+                                                                        tmp_path: Path) -> None:
     """A new user's trial: a pod with a WaitForFirstConsumer claim was bound in silence (the claim
-    stays Pending, the pod ContainerCreating). Tessera watches no claims: explain and what-if say
-    that it did not check them; what-if -f takes the app's bundle whole (its StorageClass and claim
-    skipped with a note) and -f more than once."""
+    stays Pending, the pod ContainerCreating). VolumeBinding checks bound claims, not waiting ones:
+    explain and what-if say what is checked and what is not; what-if -f takes the app's bundle
+    whole (its StorageClass and claim join the dry run) and -f more than once."""
     storage_class = f"wffc-{namespace}"
     await kubectl.create("/apis/storage.k8s.io/v1/storageclasses", {
         "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": storage_class},
@@ -270,8 +271,9 @@ async def test_explain_and_what_if_say_a_pods_claims_are_not_checked(clean_clust
         await kubectl.create_pod(namespace, pod)
         out = await _ok(clean_cluster, "explain", "pvc-pod", "-n", namespace)
         volumes = next(line for line in out.splitlines() if line.startswith("Volumes:"))
-        assert ("claim data: Tessera does not check volume binding or topology: a claim of a WaitForFirstConsumer "
-                "StorageClass is never given a node") in volumes, out
+        assert ("claim data: Tessera checks that the claims exist and are bound and that a bound volume's node "
+                "affinity allows the node (VolumeBinding), but a claim of a WaitForFirstConsumer StorageClass is "
+                "never given a node") in volumes, out
         assert "docs/not-supported.md (Volumes)" in volumes
 
         bundle, probe = tmp_path / "bundle.yaml", tmp_path / "probe.yaml"
@@ -284,9 +286,9 @@ async def test_explain_and_what_if_say_a_pods_claims_are_not_checked(clean_clust
                          "  containers: [{name: c, image: x}]\n")
         status, out, err = await _plugin(clean_cluster, "what-if", "-f", str(bundle), "-f", str(probe), "-n", namespace)
         assert status == 0, err
-        assert (f"warning: {bundle}: skipped 2 objects that make no pods: StorageClass {storage_class}, "
-                f"PersistentVolumeClaim {namespace}/more") in err
-        assert f"Not read: {namespace}/probe: claim more: Tessera does not check volume binding" in out, out
+        assert "skipped" not in err, err  # the bundle's StorageClass and claim join the dry run
+        assert f"{namespace}/probe" in out and "placed" in out, out  # its claim waits for its first consumer
+        assert f"Not read: {namespace}/probe: claim more: Tessera checks that the claims exist" in out, out
         assert (await kubectl.pods(namespace)).keys() == {"pvc-pod"}  # nothing was created
     finally:
         await kubectl.call("DELETE", f"/apis/storage.k8s.io/v1/storageclasses/{storage_class}")

@@ -46,6 +46,7 @@ from scheduler.kube.controlplane import LocalControlPlane
 from scheduler.kube.controlplane.rest import RestClient
 from scheduler.kube.http import MERGE_PATCH, STRATEGIC_PATCH
 from scheduler.kube.informers import (
+    CLAIMS,
     DISRUPTION_BUDGETS,
     EXTENDED_RESOURCES,
     NODES,
@@ -53,6 +54,8 @@ from scheduler.kube.informers import (
     PODS,
     PRIORITY_CLASSES,
     RESOURCE_CLASSES,
+    STORAGE_CLASSES,
+    VOLUMES,
     WORKLOAD_POD_GROUPS,
 )
 from scheduler.kube.leader import LEASES
@@ -149,7 +152,9 @@ def scheduler_calls(ns: str) -> list[Call]:
                                   (POD_GROUPS, "scheduling.x-k8s.io", "podgroups"),
                                   (DISRUPTION_BUDGETS, "policy", "poddisruptionbudgets"),
                                   (PRIORITY_CLASSES, "scheduling.k8s.io", "priorityclasses"),
-                                  (WORKLOAD_POD_GROUPS, "scheduling.k8s.io", "podgroups")):
+                                  (WORKLOAD_POD_GROUPS, "scheduling.k8s.io", "podgroups"),
+                                  (CLAIMS, "", "persistentvolumeclaims"), (VOLUMES, "", "persistentvolumes"),
+                                  (STORAGE_CLASSES, "storage.k8s.io", "storageclasses")):
         calls += [Call(f"informers.py {kind.label} list", "GET", f"{kind.path}?limit=500", group, resource, "list"),
                   Call(f"informers.py {kind.label} watch", "GET", _watch(kind.path), group, resource, "watch")]
     binding = {"apiVersion": "v1", "kind": "Binding",
