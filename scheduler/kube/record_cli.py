@@ -6,8 +6,8 @@ the scheduler and writes each event as one line ``{"type": ..., "object": ...}``
 ``tessera simulate`` reads — flushed at once, so a recording cut short is still valid.
 
 One ordering choice: until every kind has finished its initial list, events are held back and
-the snapshot is then written kind by kind — nodes, devices, classes, groups, PriorityClasses and
-PodDisruptionBudgets, then the pods bound to a node, then the pending pods — so a replay starts
+the snapshot is then written kind by kind — nodes, devices, classes, groups, PriorityClasses,
+PodDisruptionBudgets, StorageClasses, PersistentVolumes and PersistentVolumeClaims, then the pods bound to a node, then the pending pods — so a replay starts
 from the bound state and places (or preempts for) pending pods against the whole cluster as it
 was. After that, events are written in the order they arrive.
 """
@@ -65,7 +65,8 @@ def add_parser(subparsers: Any) -> None:
         "record",
         help="capture a live cluster's watch events as JSONL (the simulate input format)",
         description="Watch what the scheduler watches (nodes, pods, ExtendedResources, ResourceClasses, "
-                    "PodGroups of both APIs, PodDisruptionBudgets, PriorityClasses; --kinds narrows it) and "
+                    "PodGroups of both APIs, PodDisruptionBudgets, PriorityClasses, PersistentVolumeClaims, "
+                    "PersistentVolumes, StorageClasses; --kinds narrows it) and "
                     "write every event as one JSON line {\"type\", \"object\"} until interrupted "
                     "(SIGINT/SIGTERM) or --duration has passed. Progress goes to stderr.",
     )
@@ -142,7 +143,8 @@ class _Writer:
     def release(self) -> None:
         """Write the snapshot in the order a replay needs it, then what was held, then stream.
 
-        Kinds go nodes, devices, classes, groups, PriorityClasses, PodDisruptionBudgets, pods (a
+        Kinds go nodes, devices, classes, groups, PriorityClasses, PodDisruptionBudgets, storage
+        (StorageClasses, PersistentVolumes, claims), pods (a
         replay tries a pending pod at once: a budget listed after it would protect no one from its
         preemption); among the pods, those bound to a node come before pending ones, so a replay
         counts everything already placed before it places anything (in name order a pending pod
