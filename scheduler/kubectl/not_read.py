@@ -2,7 +2,7 @@
 
 One home for both commands: other schedulers' keys and the preferred terms it does not score (the core's own notes,
 `foreign.ignored_note` and `pod_terms.preferred_note`, which the Warning Events say too), and the
-pod's claims (`volume_note`), which the core does not parse at all.
+pod's claims (`volume_note`), of which the core checks only part.
 
 Volumes:
 Tessera runs the part of kube-scheduler's VolumeBinding that writes nothing (docs/not-supported.md,
