@@ -46,11 +46,6 @@ PV_NOT_EXIST = "node(s) unavailable due to one or more pvc(s) bound to non-exist
 UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"
 
 
-def _q(name: str) -> str:
-    """Go's %q of a name (what apierrors.NewNotFound and upstream's fmt.Errorf print)."""
-    return go_quote(name)
-
-
 class VolumeBinding(PreFilterPlugin, FilterPlugin):
     name = NAME
     # upstream's Reserve and PreBind bind unbound claims (not done here, see the module); its
@@ -90,13 +85,13 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin):
         for ref in pod.claims:  # upstream's podHasPVCs
             claim = state.claims.get(f"{pod.meta.namespace}/{ref.name}")
             if claim is None:
-                return (f"waiting for ephemeral volume controller to create the persistentvolumeclaim {_q(ref.name)}"
-                        if ref.ephemeral else f"persistentvolumeclaim {_q(ref.name)} not found")
+                return (f"waiting for ephemeral volume controller to create the persistentvolumeclaim {go_quote(ref.name)}"
+                        if ref.ephemeral else f"persistentvolumeclaim {go_quote(ref.name)} not found")
             if claim.lost:
-                return (f"persistentvolumeclaim {_q(claim.meta.name)} bound to non-existent persistentvolume "
-                        f"{_q(claim.volume_name)}")
+                return (f"persistentvolumeclaim {go_quote(claim.meta.name)} bound to non-existent persistentvolume "
+                        f"{go_quote(claim.volume_name)}")
             if claim.meta.deleting:
-                return f"persistentvolumeclaim {_q(claim.meta.name)} is being deleted"
+                return f"persistentvolumeclaim {go_quote(claim.meta.name)} is being deleted"
             if ref.ephemeral and claim.controller_uid != pod.uid:
                 return (f"PVC {claim.key} was not created for pod {pod.key} (pod is not owner)")
             claims.append(claim)
