@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import replace
+from typing import TypeVar
 
 from scheduler.api.quantity import Amount, format_quantity
 from scheduler.core.annotations import DEVICES, HELD_DEVICES, DeviceAssignment, encode_devices, merge_devices
@@ -49,6 +50,7 @@ from scheduler.core.volumes import (CLAIM_KIND, STORAGE_CLASS_KIND, VOLUME_KIND,
                                     parse_claim, parse_storage_class, parse_volume)
 
 _TOMBSTONES = 200_000
+_Stored = TypeVar("_Stored", Claim, Volume, StorageClass)  # the storage objects `_stored` keeps
 UNKNOWN_ATTRIBUTE = "UnknownDeviceAttribute"  # a valid class's selector needs an attribute no device has
 NO_MATCHING_DEVICES = "NoMatchingDevices"  # a valid class matches no existing device (another cause)
 NO_MATCH_NOTE = "no ExtendedResource matches the selector now"
@@ -1224,45 +1226,39 @@ def _on_pdb(state: ClusterState, event_type: str, obj: JSON) -> tuple[list[Clust
     return [], []
 
 
-def _storage_event(kind: EventKind, name: str, update: bool) -> list[ClusterEvent]:
-    """The event a storage object's add or update gives (upstream's label for an update)."""
-    label = kind.value.removesuffix("Add") + "Update" if update else ""
-    return [ClusterEvent(kind, name=name, label=label)]
+def _stored(store: dict[str, _Stored], key: str, value: _Stored, event_type: str,
+            kind: EventKind) -> tuple[list[ClusterEvent], list[Notice]]:
+    """A storage object (claim, volume, class) kept by `key`, and the event its add or change gives
+    (upstream's label for an update); a deletion gives none (upstream registers none: the pods
+    naming it wait for it to come back), nor does an update that changes nothing read here."""
+    if event_type == "DELETED":
+        store.pop(key, None)
+        return [], []
+    old = store.get(key)
+    store[key] = value
+    if old == value:
+        return [], []
+    label = kind.value.removesuffix("Add") + "Update" if old is not None else ""
+    return [ClusterEvent(kind, name=key, label=label)], []
 
 
 def _on_claim(state: ClusterState, event_type: str, obj: JSON) -> tuple[list[ClusterEvent], list[Notice]]:
-    """A claim added or changed may let the pods naming it through VolumeBinding (bound at last);
-    its deletion registers no event upstream (the pods naming it wait for it to come back)."""
+    """A claim added or changed may let the pods naming it through VolumeBinding (bound at last)."""
     claim = parse_claim(obj)
-    if event_type == "DELETED":
-        state.claims.pop(claim.key, None)
-        return [], []
-    old = state.claims.get(claim.key)
-    state.claims[claim.key] = claim
-    return (_storage_event(EventKind.CLAIM_CHANGED, claim.key, old is not None) if old != claim else []), []
+    return _stored(state.claims, claim.key, claim, event_type, EventKind.CLAIM_CHANGED)
 
 
 def _on_volume(state: ClusterState, event_type: str, obj: JSON) -> tuple[list[ClusterEvent], list[Notice]]:
     """A PersistentVolume added or changed: its node affinity is what VolumeBinding matches."""
     volume = parse_volume(obj)
-    if event_type == "DELETED":
-        state.volumes.pop(volume.name, None)
-        return [], []
-    old = state.volumes.get(volume.name)
-    state.volumes[volume.name] = volume
-    return (_storage_event(EventKind.VOLUME_CHANGED, volume.name, old is not None) if old != volume else []), []
+    return _stored(state.volumes, volume.name, volume, event_type, EventKind.VOLUME_CHANGED)
 
 
 def _on_storage_class(state: ClusterState, event_type: str, obj: JSON) -> tuple[list[ClusterEvent], list[Notice]]:
     """A StorageClass added or changed: its binding mode tells VolumeBinding whether an unbound
     claim of it should have been bound already."""
     cls = parse_storage_class(obj)
-    if event_type == "DELETED":
-        state.storage_classes.pop(cls.name, None)
-        return [], []
-    old = state.storage_classes.get(cls.name)
-    state.storage_classes[cls.name] = cls
-    return (_storage_event(EventKind.STORAGE_CLASS_CHANGED, cls.name, old is not None) if old != cls else []), []
+    return _stored(state.storage_classes, cls.name, cls, event_type, EventKind.STORAGE_CLASS_CHANGED)
 
 
 def placement_of(pod: Pod, node_name: str, devices: DeviceAssignment | None, counted_as: Callable[[str], str],
