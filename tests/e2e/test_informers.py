@@ -27,6 +27,7 @@ from scheduler.kube.controlplane import LocalControlPlane
 from scheduler.kube.http import MERGE_PATCH, KubeHttp, Response, connect
 from scheduler.kube.informers import (
     ALL_KINDS,
+    CLAIMS,
     EXTENDED_RESOURCES,
     NODES,
     POD_GROUPS,
@@ -34,6 +35,8 @@ from scheduler.kube.informers import (
     PRIORITY_CLASSES,
     PODS,
     RESOURCE_CLASSES,
+    STORAGE_CLASSES,
+    VOLUMES,
     Informer,
     InformerSet,
     ResourceKind,
@@ -119,10 +122,13 @@ def manifest(kind: ResourceKind, name: str, tag: str) -> dict[str, Any]:
         RESOURCE_CLASSES: {"selector": {"matchLabels": {"model": "V100"}}},
         POD_GROUPS: {"minMember": 2},
         DISRUPTION_BUDGETS: {"minAvailable": 1, "selector": {"matchLabels": {"app": name}}},
+        CLAIMS: {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+        VOLUMES: {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "hostPath": {"path": f"/tmp/{name}"}},
     }
-    if kind is PRIORITY_CLASSES:  # no spec: the value is at the top level
+    top_level = {PRIORITY_CLASSES: {"value": 1000}, STORAGE_CLASSES: {"provisioner": "example.com/e2e-informers"}}
+    if kind in top_level:  # no spec: their fields are at the top level
         return {"apiVersion": kind.api_version, "kind": kind.kind, "metadata": {"name": name, "labels": {LABEL: tag}},
-                "value": 1000}
+                **top_level[kind]}
     return {"apiVersion": kind.api_version, "kind": kind.kind,
             "metadata": {"name": name, "labels": {LABEL: tag}}, "spec": specs[kind]}
 
@@ -132,10 +138,20 @@ async def create_one_of_each(http: KubeHttp, namespace: str, name: str, tag: str
         await call(http, "POST", collection(kind, namespace), manifest(kind, name, tag))
 
 
+async def delete(http: KubeHttp, path: str, kind: ResourceKind, ok: tuple[int, ...] = (200, 202)) -> None:
+    """DELETE the object; a claim or volume also loses the protection finalizer the apiserver's
+    StorageObjectInUseProtection admission gave it, which only kube-controller-manager (not run
+    here) would remove, so that it goes rather than waiting as Terminating."""
+    await call(http, "DELETE", path, ok=ok)
+    if kind in (CLAIMS, VOLUMES):
+        await call(http, "PATCH", path.split("?")[0], {"metadata": {"finalizers": None}}, content_type=MERGE_PATCH,
+                   ok=(200, 404))
+
+
 async def delete_cluster_scoped(http: KubeHttp, names: Sequence[str]) -> None:
-    for kind in (NODES, EXTENDED_RESOURCES, RESOURCE_CLASSES, PRIORITY_CLASSES):
+    for kind in (NODES, EXTENDED_RESOURCES, RESOURCE_CLASSES, PRIORITY_CLASSES, VOLUMES, STORAGE_CLASSES):
         for name in names:
-            await call(http, "DELETE", f"{kind.path}/{name}", ok=(200, 202, 404))
+            await delete(http, f"{kind.path}/{name}", kind, ok=(200, 202, 404))
 
 
 async def test_every_kind_initial_list_then_watch(control_plane: LocalControlPlane, namespace: str) -> None:
@@ -174,7 +190,7 @@ async def test_every_kind_initial_list_then_watch(control_plane: LocalControlPla
 
                 for kind in ALL_KINDS:
                     query = "?gracePeriodSeconds=0" if kind is PODS else ""
-                    await call(http, "DELETE", f"{collection(kind, namespace)}/{before}{query}")
+                    await delete(http, f"{collection(kind, namespace)}/{before}{query}", kind)
                 for kind in ALL_KINDS:
                     seen = await sink.wait("DELETED", kind.kind, before)
                     assert seen.obj["metadata"]["uid"] == sink.find("ADDED", kind.kind, before)[0].obj["metadata"]["uid"]
