@@ -63,7 +63,7 @@ from scheduler.core.annotations import (
 from scheduler.core.objects import in_terminal_phase
 from scheduler.core.lifecycle import APP, INIT, SIDECAR, ContainerKind, Phases, container_phases, device_holds
 from scheduler.core.state.ledger import over_text
-from scheduler.core.tenants import pods_named
+from scheduler.core.tenants import named_to, pods_named
 
 __all__ = [
     "Allocation",
@@ -368,13 +368,15 @@ def _refuse_held_by(allocation: Allocation, wanted: Mapping[str, bool], node_nam
 def _decode_held(allocation: Allocation, node_name: str, holder: str, key: str,
                  raw: str) -> dict[str, dict[str, tuple[DeviceGrant, ...]]]:
     """The grants of the annotation `key` of the live pod `holder`; `AllocationError` when it
-    cannot be read (fail closed: it may hold any GPU of the node)."""
+    cannot be read (fail closed: it may hold any GPU of the node). The parse error quotes the
+    holder's container names: told to the refused pod only when the holder may be named to it."""
     try:
         return decode_devices(raw)
     except AnnotationError as err:
         why = str(err)
         raise _refusal(allocation.namespace, lambda here: (
-            f"{pods_named(here, [holder])}, still on node {node_name}, has an unreadable {key} annotation ({why}): "
+            f"{pods_named(here, [holder])}, still on node {node_name}, has an unreadable {key} annotation"
+            f"{f' ({why})' if named_to(here, holder) else ''}: "
             f"which GPUs it holds is unknown, so none is handed to {allocation.pod_key} until that "
             "annotation is fixed or the pod is gone")) from None
 

@@ -23,10 +23,16 @@ def pods_named(namespace: str | None, keys: Iterable[str], names: Callable[[list
     message for a pod not known (the node agent's refusal of an Allocate call, which names no pod,
     that it could not tie to one): it may be any namespace's, so every pod is counted ("2 pods")."""
     keys = list(keys)
-    here = [] if namespace is None else [key for key in keys if not namespace or key.partition("/")[:2] == (namespace, "/")]
+    here = [key for key in keys if named_to(namespace, key)]
     text = names(here) if here else ""
     elsewhere = len(keys) - len(here)
     if elsewhere:
         where = "" if namespace is None else " in another namespace" if elsewhere == 1 else " in other namespaces"
         text += f"{' and ' if text else ''}{elsewhere} pod{'' if elsewhere == 1 else 's'}{where}"
     return text
+
+
+def named_to(namespace: str | None, key: str) -> bool:
+    """Whether a message regarding an object of `namespace` may name the pod `key` (namespace/name),
+    or quote what it holds (its container names): `pods_named`'s rule for one pod."""
+    return namespace is not None and (not namespace or key.partition("/")[:2] == (namespace, "/"))

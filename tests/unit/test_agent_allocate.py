@@ -493,6 +493,28 @@ def test_an_unreadable_holder_of_another_namespace_is_only_counted_to_the_pod_re
     assert str(err.value).startswith("team-b/holder, still on node n, has an unreadable tessera.dev/devices")
 
 
+def test_an_unreadable_holder_of_another_namespace_keeps_its_container_names_from_the_pod_refused() -> None:
+    """The parse error quotes the holder's container names (`containers.<name>...`): the refused pod's
+    tenant is told what is wrong (an unreadable annotation) but not another namespace's names; the
+    log line (`str`) keeps the whole error. A holder of the refused pod's own namespace is quoted."""
+    broken = '{"containers":{"secret-trainer":{"class.tessera.dev/v100":[]}},"version":1}'
+    holder = _running("holder", {"main": {V100: _grants("1")}}, namespace="team-b")
+    holder["metadata"]["annotations"]["tessera.dev/devices"] = broken
+    late = _pod("late", {"main": {V100: _grants("2")}})
+    with pytest.raises(AllocationError) as err:
+        find_allocation([holder, late], "n", V100, 1, None, set())
+    assert err.value.told.startswith("1 pod in another namespace, still on node n, has an unreadable "
+                                     "tessera.dev/devices annotation: which GPUs it holds is unknown")
+    assert "secret-trainer" not in err.value.told
+    assert "team-b/holder, still on node n, has an unreadable tessera.dev/devices annotation (containers." \
+           "secret-trainer.class.tessera.dev/v100: must be a non-empty list)" in str(err.value)
+    holder["metadata"]["namespace"] = "ns"
+    with pytest.raises(AllocationError) as err:
+        find_allocation([holder, late], "n", V100, 1, None, set())
+    assert "ns/holder, still on node n, has an unreadable tessera.dev/devices annotation (containers." \
+           "secret-trainer" in err.value.told
+
+
 def test_slice_holders_of_other_namespaces_are_only_counted_to_the_pod_refused() -> None:
     holders = [_running(f"slice-{i}", {"main": {SLICE: _slice(5 * GI)}}, namespace=namespace)
                for i, namespace in enumerate(("ns", "team-b", "team-c"))]
