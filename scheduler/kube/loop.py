@@ -751,7 +751,8 @@ class SchedulerLoop:
             # binding cycle counts it, with the Binding's time in the attempt's duration
             self._binding_attempts[pod.uid] = (profile, seconds, attempt, now)
             if attempt.deferred:  # another pod on the node is still being handed its devices
-                log.info("binder.gate_wait", pod=pod.key, node=attempt.node)
+                # the gate's message, naming the pod it waits for (of any namespace: a log line)
+                log.info("binder.gate_wait", pod=pod.key, node=attempt.node, message=attempt.logged or attempt.message)
                 self._end_permit_wait(pod.uid, "Unschedulable")  # an earlier hold redone within these cycles
                 self._held_since[pod.uid] = time.monotonic()
                 self.events.record(_pod_ref(attempt), "Normal", WAITING_FOR_ALLOCATION, "Binding", attempt.message,

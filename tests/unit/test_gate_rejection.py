@@ -109,3 +109,15 @@ def test_the_gate_names_no_pod_of_another_namespace_on_the_held_pod_and_every_po
     assert statuses == [("p1", "Unschedulable", redone.format("1 pod in another namespace"))]
     [logged] = [line for line in logs if line["event"] == "binder.gate_rejected"]
     assert logged["message"] == redone.format("pod team-c/secret")
+
+
+def test_the_gate_wait_log_line_names_the_pod_holding_the_gate() -> None:
+    """`binder.gate_wait` said a Binding waits at the allocation gate, not for whom: it carries the
+    gate's message as the log line words it, naming the blocking pod of any namespace (the held
+    pod's Event and condition only count it)."""
+    with structlog.testing.capture_logs() as logs:
+        _held_p1("team-b")
+    [waited] = [line for line in logs if line["event"] == "binder.gate_wait"]
+    assert (waited["pod"], waited["node"]) == ("default/p1", "n")
+    assert waited["message"] == ("assigned to n; the Binding waits until the node agent has allocated "
+                                 "class.tessera.dev/v100 to team-b/p0 (allocation gate)")

@@ -53,12 +53,12 @@ class AllocationGate:
             self.state.mark_allocating(attempt.pod.uid, attempt.node, resources)
             return True
         attempt.deferred = True
-        # the Event and condition land in the held pod's namespace: a blocker of another is counted
         key = self.state.pods[holder].key if holder is not None and holder in self.state.pods else \
             ahead.pod.key if ahead is not None else None
-        blocker = "another pod" if key is None else pods_named(attempt.pod.meta.namespace, [key])
-        attempt.message = (f"assigned to {attempt.node}; the Binding waits until the node agent has allocated "
-                           f"{', '.join(sorted(resources))} to {blocker} (allocation gate)")
+        _word(attempt, lambda namespace: (
+            f"assigned to {attempt.node}; the Binding waits until the node agent has allocated "
+            f"{', '.join(sorted(resources))} to {'another pod' if key is None else pods_named(namespace, [key])} "
+            "(allocation gate)"))
         self.deferred.setdefault(attempt.node, []).append(attempt)
         return False
 
@@ -90,10 +90,8 @@ class AllocationGate:
             why = self._invalid_because(attempt)
             if why is not None:
                 attempt.deferred = False
-                # the pod's Event and condition count pods of other namespaces; the log line names them
-                told, logged = (f"the allocation gate held its Binding to node {node}, and {why(namespace)}; it is "
-                                "scheduled again" for namespace in (attempt.pod.meta.namespace, ""))
-                attempt.message, attempt.logged = told, "" if logged == told else logged
+                _word(attempt, lambda namespace: (f"the allocation gate held its Binding to node {node}, and "
+                                                  f"{why(namespace)}; it is scheduled again"))
                 released.invalid.append(attempt)
                 continue
             resources = resources_of(attempt)
@@ -104,7 +102,7 @@ class AllocationGate:
             if gated:
                 self.state.mark_allocating(attempt.pod.uid, node, resources)
             attempt.deferred = False
-            attempt.message = ""
+            attempt.message = attempt.logged = ""
             released.allowed.append(attempt)
         if still:
             self.deferred[node] = still
@@ -195,6 +193,14 @@ class AllocationGate:
             if attempt.pod.uid == uid:
                 return placement.node, attempt
         return None
+
+
+def _word(attempt: Attempt, worded: Callable[[str], str]) -> None:
+    """Set the attempt's message, for the pod's Event and condition (read in its namespace: pods of
+    other namespaces counted), by `worded(namespace)`, and its `logged` line, `worded("")`, which
+    names every pod (an operator's), where the two differ."""
+    told, logged = worded(attempt.pod.meta.namespace), worded("")
+    attempt.message, attempt.logged = told, "" if logged == told else logged
 
 
 def resources_of(attempt: Attempt) -> frozenset[str]:
