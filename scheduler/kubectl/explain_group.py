@@ -38,6 +38,8 @@ class MemberLine:
     node: str  # "" while it has none
     waiting: bool  # pending (or held by its scheduling gates): no node yet
     reason: str  # a waiting member's one line (`pending_line`); "" for the others
+    # of the waiting, held by spec.schedulingGates: never tried, counted apart as `explain POD` counts them
+    gated: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +109,7 @@ def explain_group(objects: Sequence[dict[str, Any]], namespace: str, name: str, 
                              pending_line(core, raws[pod.key], pod,
                                           f"Tessera's under profile {pod.scheduler_name}, {lacking} "
                                           "(see Why it waits)" if pod.scheduler_name in writers else "")
-                             if pod.uid in waits else "")
+                             if pod.uid in waits else "", pod.uid in state.gated)
                   for pod in members)
     others = tuple(f"its members are Tessera's under profile {profile} (they carry tessera.dev/term, written by "
                    f"Tessera replica {replica}), {lacking}: no dry run and no Leader line (its "
@@ -175,12 +177,14 @@ def render(x: GroupExplanation) -> str:
     """The gang for a terminal: `describe`-style fields, why it waits, then its members."""
     placed = sum(1 for line in x.members if line.node and not line.waiting)
     waiting = sum(1 for line in x.members if line.waiting)
+    gated = sum(1 for line in x.members if line.gated)
     minimum = "-" if x.min_member is None else str(x.min_member)
     # the minimum by the PodGroup API's own field: the Workload API's is gang.minCount
     field = "minCount" if x.api_version == PODGROUP_API_VERSIONS[WORKLOAD_API] else "minMember"
     count = (f"{len(x.members)} exist" + (f", {x.missing} missing" if x.missing else "")
              + (f" ({field} {minimum})" if x.min_member is not None else "")
-             + (f"; {placed} placed, {waiting} waiting" if x.members else ""))
+             + (f"; {placed} placed, {waiting - gated} waiting" + (f", {gated} gated" if gated else "")
+                if x.members else ""))
     fields = [("PodGroup:", f"{x.podgroup} ({x.api_version})"), (f"{field[0].upper()}{field[1:]}:", minimum)]
     if x.min_resources is not None:
         fields.append(("MinResources:", ", ".join(f"{k}: {v}" for k, v in x.min_resources.items()) or "-"))

@@ -84,6 +84,23 @@ def test_explain_takes_a_podgroup_in_kubectls_type_slash_name(text: str, tmp_pat
     assert "not tried yet" in table[2]
 
 
+def test_the_members_line_counts_the_gated_apart_as_explain_pod_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """A member held by spec.schedulingGates (Kueue's admission gate) was counted among the
+    waiting, never tried as they are; `explain POD`'s gang line says "1 waiting, 1 gated"."""
+    objs = [*_pytorch_job(), b.pod("pt-worker-1", labels={PODGROUP_LABEL: "pt"}, limits={"nvidia.com/gpu": 8},
+                                   spec_extra={"schedulingGates": [{"name": "kueue.x-k8s.io/admission"}]})]
+    status, out, err = _run(tmp_path, monkeypatch, capsys, objs, "pg/pt")
+    assert (status, err) == (0, ""), err
+    assert "Members:       3 exist (minMember 3); 1 placed, 1 waiting, 1 gated" in out, out
+    status, out, err = _run(tmp_path, monkeypatch, capsys, objs, "pt-worker-0")
+    assert (status, err) == (0, ""), err
+    assert "1 placed, 1 waiting, 1 gated; phase" in out, out
+    doc = orjson.loads(_run(tmp_path, monkeypatch, capsys, objs, "pg/pt", "-o", "json")[1])
+    assert [(m["pod"], m["waiting"], m["gated"]) for m in doc["members"]] == [
+        ("pt-master-0", False, False), ("pt-worker-0", True, False), ("pt-worker-1", True, True)]
+
+
 def test_a_workload_api_podgroup_and_json_output(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
     member = b.pod("w-0", limits={"nvidia.com/gpu": 1}, spec_extra={"schedulingGroup": {"podGroupName": "train"}})
