@@ -459,8 +459,11 @@ async def _what_if(args: argparse.Namespace, target: Target) -> int:
                                    "delete the existing object, give the file's objects other names, or pass "
                                    f"--rename to place copies of them named NAME{probe_pods.RENAME_SUFFIX}"
                                    + _scaling_hint(workloads))
-            probes = await _limit_ranged(http, probes)  # LimitRanger admits a pod before ResourceQuota does
-            refused = await _quota_refusals(http, probes)
+            # LimitRanger admits a pod before ResourceQuota does: a pod it refuses is never created, so takes no quota
+            probes, refused = await _limit_ranged(http, probes)
+            limited = {refusal.pod for refusal in refused}
+            refused += await _quota_refusals(http, [probe for probe in probes
+                                                    if probe_pods.probe_keys([probe]).isdisjoint(limited)])
             result = whatif.what_if([*listing.objects, *probes], chosen.config, now,
                                     only=probe_pods.probe_keys(probes), from_file=from_file, unread=listing.unread,
                                     scheduler_namespace=args.scheduler_namespace, refused=refused)
@@ -500,14 +503,16 @@ async def _quota_refusals(http: KubeHttp, probes: Sequence[dict[str, Any]]) -> l
     return refusals
 
 
-async def _limit_ranged(http: KubeHttp, probes: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+async def _limit_ranged(http: KubeHttp, probes: Sequence[dict[str, Any]]
+                        ) -> tuple[list[dict[str, Any]], list[quota.Refusal]]:
     """The file's objects, its pods with the requests and limits the LimitRanges of their
-    namespaces give them (`limitrange.default_pods`), as the apiserver admits them before quota."""
+    namespaces give them, and the pods those LimitRanges refuse (`limitrange.admit`), as the
+    apiserver admits them before quota."""
     pods = [probe for probe in probes if probe.get("kind") == "Pod"]
     found = await _listed_in(http, limitrange.LIMIT_RANGES, pods,
                              "cannot tell which requests and limits the LimitRanges of namespace {namespace} give "
-                             "the file's pods", "placed with those the file states")
-    return limitrange.default_pods(probes, found)
+                             "the file's pods, or whether they admit them", "placed with those the file states")
+    return limitrange.admit(probes, found)
 
 
 async def _listed_in(http: KubeHttp, kind: ResourceKind, pods: Sequence[dict[str, Any]], cannot: str,

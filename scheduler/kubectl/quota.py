@@ -50,7 +50,7 @@ from scheduler.kube.informers import ResourceKind
 
 RESOURCE_QUOTAS = ResourceKind("ResourceQuota", "v1", "/api/v1/resourcequotas", builtin=True, namespaced=True)
 SCOPES = ("Terminating", "NotTerminating", "BestEffort", "NotBestEffort", "PriorityClass")
-QUOTA_REFUSED = "refused by the apiserver (ResourceQuota admission)"  # a refused pod's RESULT, before its words
+RESOURCE_QUOTA = "ResourceQuota"  # the admission plugin, as `Refusal.plugin` names it
 COUNT_PODS = "count/pods"
 REQUESTS = "requests."
 # the resources the pod evaluator matches by name (podResources); hugepages and extended
@@ -67,10 +67,18 @@ Scope = tuple[str, str, tuple[str, ...]]  # (scopeName, operator, values)
 @dataclass(frozen=True, slots=True)
 class Refusal:
     """A pod of the file the apiserver would refuse to create: `message` is its Forbidden error's
-    (after `pods "NAME" is forbidden: `); `gang` the pod's gang (`gang_name`), "" when it is in none."""
+    (after `pods "NAME" is forbidden: `); `gang` the pod's gang (`gang_name`), "" when it is in none;
+    `plugin` the admission plugin that refuses it (ResourceQuota, LimitRanger)."""
     pod: str
     message: str
     gang: str = ""
+    plugin: str = RESOURCE_QUOTA
+
+
+def refusal(pod: Mapping[str, Any], message: str, plugin: str) -> Refusal:
+    """The Refusal of a file's `pod` by admission `plugin`, in its words."""
+    meta = pod.get("metadata") or {}
+    return Refusal(f"{meta.get('namespace')}/{meta.get('name')}", message, _gang(pod), plugin)
 
 
 @dataclass(slots=True)
@@ -105,7 +113,7 @@ def admit(pods: Sequence[Mapping[str, Any]], quotas: Iterable[Mapping[str, Any]]
         usage, binary = pod_usage(spec)
         why = _check(found, spec, usage, binary)
         if why:
-            refusals.append(Refusal(f"{meta.get('namespace')}/{meta.get('name')}", why, _gang(pod)))
+            refusals.append(refusal(pod, why, RESOURCE_QUOTA))
     return refusals, warnings
 
 
@@ -134,7 +142,7 @@ def _quota(obj: Mapping[str, Any], namespace: str, warnings: list[str]) -> _Quot
 
 def _forms(raw: Any) -> dict[str, bool]:
     """Per resource of a ResourceList, whether its quantity is written in a binary suffix."""
-    return {str(key): _is_binary(value) for key, value in (raw or {}).items()}
+    return {str(key): is_binary(value) for key, value in (raw or {}).items()}
 
 
 def _check(quotas: Sequence[_Quota], spec: Mapping[str, Any], usage: Usage, binary: Mapping[str, bool]) -> str:
@@ -265,11 +273,11 @@ def _amounts(raw: Any, binary: dict[str, bool]) -> dict[str, Fraction]:
     for name, value in (raw or {}).items():
         out[str(name)] = parse_quantity(value)
         if out[str(name)]:
-            binary.setdefault(str(name), _is_binary(value))
+            binary.setdefault(str(name), is_binary(value))
     return out
 
 
-def _is_binary(value: Any) -> bool:
+def is_binary(value: Any) -> bool:
     """A quantity written with a binary suffix (BinarySI): Go's Quantity keeps writing it so."""
     return isinstance(value, str) and value.strip().endswith("i")
 

@@ -30,7 +30,8 @@ from scheduler.kubectl.installed import DEFAULT_NAMESPACE
 from scheduler.kubectl.leadership import Leadership
 from scheduler.kubectl.not_read import not_read, volume_note
 from scheduler.kubectl.other_profile import hint, lacks, no_longer_leads, terms
-from scheduler.kubectl.quota import QUOTA_REFUSED, Refusal
+from scheduler.kubectl.limitrange import LIMIT_RANGER
+from scheduler.kubectl.quota import RESOURCE_QUOTA, Refusal
 from scheduler.kubectl.unread import cannot_tell, devices_unread, offered
 from scheduler.sim.replay import Replay, WatchEvent
 from scheduler.sim.snapshot import replay_order
@@ -38,6 +39,11 @@ from scheduler.view.cluster import build_view
 from scheduler.view.listed import listed_core
 from scheduler.view.model import NodeScore, node_scores, plain
 from scheduler.view.text import columns, count, score_sum, tie_note
+
+
+# per admission plugin, what its refusals are said to be by (the summary) and for (a gang's loss)
+REFUSED_BY = {LIMIT_RANGER: "a LimitRange", RESOURCE_QUOTA: "a ResourceQuota"}
+REFUSED_FOR = {LIMIT_RANGER: "a LimitRange", RESOURCE_QUOTA: "quota"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,8 +63,9 @@ class Outcome:
     scored: tuple[NodeScore, ...] = ()
     # no verdict: `message` says which kind it depends on could not be read (`unread.cannot_tell`)
     unknown: bool = False
-    # never created: the apiserver's ResourceQuota admission would refuse it (`message` says why: `quota.admit`)
+    # never created: the apiserver's admission would refuse it (`message` says why: `quota.admit`, `limitrange.admit`)
     refused: bool = False
+    refused_by: str = ""  # the admission plugin that would refuse it (`Refusal.plugin`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,8 +126,9 @@ def what_if(objects: Sequence[dict[str, Any]], config: SchedulerConfig, now: flo
     listing could not read) gets none: its RESULT says why (`unread.cannot_tell`); one of `only`
     the scheduler cannot read stays pending, its message `invalid: <why>`. `scheduler_namespace`:
     where the installed ConfigMap is looked for, named when pods are a profile `config` lacks.
-    `refused`: the file's pods ResourceQuota admission would refuse (`quota.admit`): never created,
-    so not replayed; each is said, and so is its gang's loss to its members left pending."""
+    `refused`: the file's pods LimitRanger or ResourceQuota admission would refuse
+    (`limitrange.admit`, `quota.admit`): never created, so not replayed; each is said, and so is
+    its gang's loss to its members left pending."""
     refused_keys = {refusal.pod for refusal in refused}
     objects = [obj for obj in objects if obj.get("kind") != "Pod" or _key(obj) not in refused_keys]
     unknown = devices_unread(unread or {})  # GPUs pods' annotations name: in use as they say, no ghosts
@@ -275,23 +283,24 @@ def _key(obj: Mapping[str, Any]) -> str:
 
 def _refused(found: dict[str, Outcome], refused: Sequence[Refusal], scheduler: Scheduler) -> None:
     """The refused pods' outcomes (the apiserver's message), and on each member of their gangs
-    left pending, that the gang cannot be whole: a gang a quota cuts short waits for members that
+    left pending, that the gang cannot be whole: a gang admission cuts short waits for members that
     are never created (not only "too few fit")."""
-    lost: dict[str, list[str]] = {}
+    lost: dict[str, list[Refusal]] = {}
     for refusal in refused:
         gang = f"; its gang {refusal.gang} cannot be whole without it" if refusal.gang else ""
-        found[refusal.pod] = Outcome(refusal.pod, "", (), False, (), f"{QUOTA_REFUSED}: {refusal.message}{gang}",
-                                     refused=True)
+        found[refusal.pod] = Outcome(refusal.pod, "", (), False, (), f"refused by the apiserver ({refusal.plugin} "
+                                     f"admission): {refusal.message}{gang}", refused=True, refused_by=refusal.plugin)
         if refusal.gang:
-            lost.setdefault(refusal.gang, []).append(refusal.pod)
+            lost.setdefault(refusal.gang, []).append(refusal)
     for key, outcome in found.items():
         pod = scheduler.state.pod_by_key(key)
         gang = gang_name(pod.gang.key) if pod is not None and pod.gang is not None else ""
         if outcome.node or outcome.refused or gang not in lost:
             continue
-        pods = lost[gang]
+        pods = [refusal.pod for refusal in lost[gang]]
+        why = " and ".join(REFUSED_FOR[plugin] for plugin in sorted({refusal.plugin for refusal in lost[gang]}))
         found[key] = replace(outcome, message=f"{outcome.message}; gang {gang} cannot be whole: the apiserver would "
-                                              f"refuse {len(pods)} of its pods for quota "
+                                              f"refuse {len(pods)} of its pods for {why} "
                                               f"({first_few(pods, 3)})")
 
 
@@ -347,7 +356,8 @@ def render(result: WhatIf) -> str:
         below.append(_breakdown(o.scored))
     stay = len(result.outcomes) - result.placed - result.unknown - result.refused
     unknown = f", {result.unknown} cannot tell (see RESULT)" if result.unknown else ""
-    unknown += f", {result.refused} would be refused by a ResourceQuota" if result.refused else ""
+    by = Counter(outcome.refused_by for outcome in result.outcomes if outcome.refused)
+    unknown += "".join(f", {by[plugin]} would be refused by {REFUSED_BY[plugin]}" for plugin in sorted(by))
     which = _pods(len(result.outcomes), result.from_file) + (" (not created)" if result.from_file else "")
     table = [line for row, under in zip(columns(rows).split("\n"), below, strict=True) for line in (row, *under)]
     lines = [*table, "",

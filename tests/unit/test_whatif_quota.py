@@ -170,6 +170,44 @@ async def test_limit_ranges_that_cannot_be_read_are_one_warning_and_the_file_is_
     api = _Api([_quota("gpus", {"requests.nvidia.com/gpu": "2"})], limit_ranges=[], limits_status=403)
     out, err = await _what_if(monkeypatch, capsys, tmp_path, _bare_job("bare", 3), api, "-o", "json")
     assert err == ("warning: cannot tell which requests and limits the LimitRanges of namespace team-c give the "
-                   "file's pods: denied (HTTP 403): needs list on limitranges in namespace team-c (the built-in "
+                   "file's pods, or whether they admit them: denied (HTTP 403): needs list on limitranges in namespace team-c (the built-in "
                    "view, edit and admin roles grant it); placed with those the file states\n")
     assert [(o["node"], o["refused"]) for o in orjson.loads(out)["outcomes"]] == [("big", False)] * 3
+
+
+LIMIT_REFUSED = "refused by the apiserver (LimitRanger admission): "
+
+
+async def test_a_pod_a_limit_range_refuses_is_said_refused_and_takes_no_quota(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """team-c's LimitRange caps a container at 2 GPUs: a Job asking 4 per pod was "placed", while the
+    apiserver refused its pods ("maximum nvidia.com/gpu usage per Container is 2, but limit is 4").
+    They are said refused by LimitRanger, and, never created, take none of the quota's one pod."""
+    api = _Api([_quota("pods", {"pods": "1"})],
+               limit_ranges=[_limit_range("gpu-cap", {"max": {"nvidia.com/gpu": "2"}})])
+    text = f"{_job('big', 2, 4)}---\n{_job('small', 1, 1)}"
+    out, err = await _what_if(monkeypatch, capsys, tmp_path, text, api, "-o", "json")
+    doc = orjson.loads(out)
+    assert err == "" and (doc["placed"], doc["refused"]) == (1, 2)
+    assert [(o["pod"], o["node"], o["refused"], o["message"]) for o in doc["outcomes"]] == [
+        ("team-c/big-0", "", True, LIMIT_REFUSED + "maximum nvidia.com/gpu usage per Container is 2, but limit is 4"),
+        ("team-c/big-1", "", True, LIMIT_REFUSED + "maximum nvidia.com/gpu usage per Container is 2, but limit is 4"),
+        ("team-c/small-0", "big", False, "")]
+    out, _ = await _what_if(monkeypatch, capsys, tmp_path, text, api)
+    assert ": 1 would be placed, 0 would stay pending, 2 would be refused by a LimitRange (configuration" in out
+
+
+async def test_a_gang_with_a_member_a_limit_range_refuses_cannot_be_whole(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    api = _Api([], limit_ranges=[_limit_range("gpu-cap", {"max": {"nvidia.com/gpu": "2"}})])
+    group = "apiVersion: scheduling.x-k8s.io/v1alpha1\nkind: PodGroup\nmetadata: {name: g}\nspec: {minMember: 2}\n"
+    pods = [f"apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, labels: {{scheduling.x-k8s.io/pod-group: g}}}}\n"
+            f"spec: {{schedulerName: tessera, containers: [{{name: main, image: x, resources: {{limits: "
+            f"{{nvidia.com/gpu: {gpus}}}}}}}]}}\n" for name, gpus in (("a", 1), ("b", 4))]
+    out, _ = await _what_if(monkeypatch, capsys, tmp_path, "---\n".join([group, *pods]), api, "-o", "json")
+    first, second = orjson.loads(out)["outcomes"]
+    assert second["refused"] and second["message"] == (
+        LIMIT_REFUSED + "maximum nvidia.com/gpu usage per Container is 2, but limit is 4; its gang team-c/g cannot be "
+        "whole without it")
+    assert first["message"].endswith("; gang team-c/g cannot be whole: the apiserver would refuse 1 of its pods for "
+                                     "a LimitRange (team-c/b)"), first["message"]
