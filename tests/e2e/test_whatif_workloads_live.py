@@ -281,3 +281,62 @@ async def test_what_if_gives_the_files_pods_the_namespaces_limit_range_defaults(
                                       "requests": {"cpu": 4, "memory": 1 << 30, "nvidia.com/gpu": 1}}
     finally:
         await asyncio.to_thread(clean_cluster.remove_fake_gpu_nodes, names)
+
+
+def _limited_pod(name: str, label: str, *containers: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"schedulerName": "tessera", "nodeSelector": {"tessera.dev/e2e-what-if": label},
+                     "containers": [{"image": "x", **container} for container in containers]}}
+
+
+async def test_what_if_says_a_pod_the_namespaces_limit_range_refuses(
+        clean_cluster: LocalControlPlane, kubectl: Kube, namespace: str, tmp_path: Path) -> None:
+    """A LimitRange refuses a pod below its min, above its max, or past its maxLimitRequestRatio
+    (Forbidden), and what-if said such pods would be placed. It now says each refused by
+    LimitRanger in the words the apiserver's own dry run of the same pod answers with, and places
+    the pod it admits."""
+    label = namespace
+    names = await asyncio.to_thread(clean_cluster.add_fake_gpu_nodes, 1, 4, "A100", prefix="limitvalid",
+                                    labels={"tessera.dev/e2e-what-if": label})
+    try:
+        await kubectl.create(f"/api/v1/namespaces/{namespace}/limitranges", {
+            "apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": "bounds"},
+            "spec": {"limits": [{"type": "Container", "min": {"cpu": "500m"}, "max": {"memory": "1Gi"},
+                                 "maxLimitRequestRatio": {"memory": "2"}},
+                                {"type": "Pod", "max": {"cpu": "3"}}]}})
+        pods = [
+            _limited_pod("low", label, {"name": "main", "resources": {"requests": {"cpu": "100m"},
+                                                                      "limits": {"cpu": "1"}}}),
+            _limited_pod("big", label, {"name": "main", "resources": {"limits": {"cpu": "1", "memory": "2Gi"}}}),
+            _limited_pod("ratio", label, {"name": "main", "resources": {"requests": {"memory": "256Mi"},
+                                                                        "limits": {"cpu": "1", "memory": "1Gi"}}}),
+            _limited_pod("sum", label, *({"name": name, "resources": {"limits": {"cpu": "2"}}} for name in "ab")),
+            _limited_pod("fine", label, {"name": "main", "resources": {"limits": {"cpu": "1"}}})]
+        file = tmp_path / "bounds.yaml"
+        file.write_text(yaml.safe_dump_all(pods))
+        status, out, err = await _plugin(clean_cluster, "what-if", "--config", "config/binpack.yaml", "-f", str(file),
+                                         "-n", namespace, "-o", "json")
+        assert (status, err) == (0, ""), err
+        result = orjson.loads(out)
+        outcomes = {o["pod"].removeprefix(f"{namespace}/"): o for o in result["outcomes"]}
+        assert (outcomes["fine"]["node"], result["placed"], result["refused"]) == (names[0], 1, 4), result
+        said = {name: outcome["message"] for name, outcome in outcomes.items() if outcome["refused"]}
+        prefix = "refused by the apiserver (LimitRanger admission): "
+        assert said == {name: prefix + words for name, words in {
+            "low": "minimum cpu usage per Container is 500m, but request is 100m",
+            "big": "maximum memory usage per Container is 1Gi, but limit is 2Gi",
+            "ratio": "memory max limit to request ratio per Container is 2, but provided ratio is 4.000000",
+            "sum": "maximum cpu usage per Pod is 3, but limit is 4"}.items()}, said
+        assert await kubectl.pods(namespace) == {}  # nothing was created
+        # the apiserver's own answer to each pod, created in a dry run
+        for pod in pods:
+            name = pod["metadata"]["name"]
+            answer = await kubectl.call("POST", f"/api/v1/namespaces/{namespace}/pods?dryRun=All", pod,
+                                        ok=(201, 403))
+            if name in said:
+                assert answer.message() == f'pods "{name}" is forbidden: {said[name].removeprefix(prefix)}', (
+                    answer.message(), said[name])
+            else:
+                assert answer.status == 201, answer.message()
+    finally:
+        await asyncio.to_thread(clean_cluster.remove_fake_gpu_nodes, names)
