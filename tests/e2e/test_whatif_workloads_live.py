@@ -293,8 +293,8 @@ async def test_what_if_says_a_pod_the_namespaces_limit_range_refuses(
         clean_cluster: LocalControlPlane, kubectl: Kube, namespace: str, tmp_path: Path) -> None:
     """A LimitRange refuses a pod below its min, above its max, or past its maxLimitRequestRatio
     (Forbidden), and what-if said such pods would be placed. It now says each refused by
-    LimitRanger in the words the apiserver's own dry run of the same pod answers with, and places
-    the pod it admits."""
+    LimitRanger in the words the apiserver's own dry run of the same pod answers with (two errors
+    of one pod as the apiserver lists them), and places the pod it admits."""
     label = namespace
     names = await asyncio.to_thread(clean_cluster.add_fake_gpu_nodes, 1, 4, "A100", prefix="limitvalid",
                                     labels={"tessera.dev/e2e-what-if": label})
@@ -311,6 +311,8 @@ async def test_what_if_says_a_pod_the_namespaces_limit_range_refuses(
             _limited_pod("ratio", label, {"name": "main", "resources": {"requests": {"memory": "256Mi"},
                                                                         "limits": {"cpu": "1", "memory": "1Gi"}}}),
             _limited_pod("sum", label, *({"name": name, "resources": {"limits": {"cpu": "2"}}} for name in "ab")),
+            _limited_pod("two", label, {"name": "main", "resources": {"requests": {"cpu": "100m", "memory": "256Mi"},
+                                                                      "limits": {"cpu": "1", "memory": "1Gi"}}}),
             _limited_pod("fine", label, {"name": "main", "resources": {"limits": {"cpu": "1"}}})]
         file = tmp_path / "bounds.yaml"
         file.write_text(yaml.safe_dump_all(pods))
@@ -319,14 +321,16 @@ async def test_what_if_says_a_pod_the_namespaces_limit_range_refuses(
         assert (status, err) == (0, ""), err
         result = orjson.loads(out)
         outcomes = {o["pod"].removeprefix(f"{namespace}/"): o for o in result["outcomes"]}
-        assert (outcomes["fine"]["node"], result["placed"], result["refused"]) == (names[0], 1, 4), result
+        assert (outcomes["fine"]["node"], result["placed"], result["refused"]) == (names[0], 1, 5), result
         said = {name: outcome["message"] for name, outcome in outcomes.items() if outcome["refused"]}
         prefix = "refused by the apiserver (LimitRanger admission): "
         assert said == {name: prefix + words for name, words in {
             "low": "minimum cpu usage per Container is 500m, but request is 100m",
             "big": "maximum memory usage per Container is 1Gi, but limit is 2Gi",
             "ratio": "memory max limit to request ratio per Container is 2, but provided ratio is 4.000000",
-            "sum": "maximum cpu usage per Pod is 3, but limit is 4"}.items()}, said
+            "sum": "maximum cpu usage per Pod is 3, but limit is 4",
+            "two": "[minimum cpu usage per Container is 500m, but request is 100m, memory max limit to request ratio "
+                   "per Container is 2, but provided ratio is 4.000000]"}.items()}, said
         assert await kubectl.pods(namespace) == {}  # nothing was created
         # the apiserver's own answer to each pod, created in a dry run
         for pod in pods:
