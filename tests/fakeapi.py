@@ -75,7 +75,7 @@ class FakeApi:
     held: list[Call] = field(default_factory=list)
     events: dict[tuple[str, str], JSON] = field(default_factory=dict)  # (namespace, name) -> Event
     handlers: list[Callable[[Call], Response | None]] = field(default_factory=list)
-    before: Callable[[str, str], None] | None = None  # runs first on every call: (method, path)
+    before: Callable[[str, str], object] | None = None  # runs first on every call: (method, path); result unused
     resource_version: int = 100
     lists: dict[str, list[JSON]] = field(default_factory=dict)  # cluster-wide list path -> items (pods: `pods`)
     stalled: int = 0  # calls waiting on a `stall` fault right now

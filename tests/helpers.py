@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, TypedDict
 
 import anyio
 import orjson
@@ -16,6 +16,7 @@ import pytest
 from scheduler.api.config import SchedulerConfig, load_config, parse_config
 from scheduler.core.framework.attempt import Attempt
 from scheduler.core.scheduler import Scheduler
+from scheduler.core.state import ClusterState
 from scheduler.kube.http import KubeHttp, Response
 from scheduler.kube.loop import SchedulerLoop
 from scheduler.kube.snapshot import ClusterListing
@@ -38,6 +39,14 @@ TOO_FEW_WHY = ("fewer than {field} were created or remain: a Job's parallelism b
 SPREAD = "config/spread.yaml"
 
 Line = tuple[str | None, dict[str, str], str]  # a pod's last attempt: node, annotations, message
+
+
+class LeaseTimings(TypedDict, total=False):
+    """A test's LeaderElector timings, passed as keywords (`**timings`): typed so mypy checks them."""
+
+    lease_duration: float
+    renew_deadline: float
+    retry_period: float
 
 
 def budget_protected_cluster() -> list[dict[str, Any]]:
@@ -119,9 +128,10 @@ class Run:
         return self.replay.scheduler.state
 
     def node_of(self, name: str, namespace: str = "default") -> str | None:
-        pod = self.state.pod_by_key(f"{namespace}/{name}")
+        state: ClusterState = self.state
+        pod = state.pod_by_key(f"{namespace}/{name}")
         assert pod is not None, name
-        return self.state.node_of(pod.uid)
+        return state.node_of(pod.uid)
 
     def last(self, name: str, namespace: str = "default") -> Attempt:
         return self.replay.stats.final[f"{namespace}/{name}"]
@@ -222,11 +232,11 @@ async def until(condition: Callable[[], bool], seconds: float = 10.0) -> None:
             await anyio.sleep(0.005)
 
 
-async def run_for_a_while(run: Callable[[], Awaitable[None]], until: Callable[[], bool] = lambda: False,
+async def run_for_a_while(run: Callable[[], Coroutine[Any, Any, None]], until: Callable[[], bool] = lambda: False,
                           rounds: int = 20) -> None:
     """Run a background writer's `run()` until `until()` holds (checked every 10 ms, at most
     `rounds` times), then cancel it."""
-    task = asyncio.create_task(run())  # type: ignore[arg-type]
+    task = asyncio.create_task(run())
     for _ in range(rounds):
         await asyncio.sleep(0.01)
         if until():
