@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from scheduler.core.classes import parse_resource_class
 from scheduler.core.objects import Device, parse_device
 from scheduler.kube.class_controller import DefaultClassController, class_name_for, default_classes
-from scheduler.kube.http import Response
+from scheduler.kube.http import KubeHttp, Response
 from scheduler.sim import builders as b
 
 
@@ -77,7 +77,7 @@ async def test_reconcile_creates_only_what_is_missing_and_is_idempotent() -> Non
     # e.g. the admin's own class of that name: left alone
     existing = [parse_resource_class(b.resource_class("tesla-v100-sxm2-32gb", {"model": "Tesla-V100-SXM2-32GB"}))]
     devices = _devices("Tesla-V100-SXM2-32GB", "Tesla-T4")
-    controller = DefaultClassController(http, lambda: devices, lambda: existing)
+    controller = DefaultClassController(cast(KubeHttp, http), lambda: devices, lambda: existing)
     assert await controller.reconcile()
     assert [p["metadata"]["name"] for p in http.posts] == ["tesla-t4"]
     existing.append(parse_resource_class({**http.posts[0], "metadata": {**http.posts[0]["metadata"], "uid": "u"}}))
@@ -87,16 +87,16 @@ async def test_reconcile_creates_only_what_is_missing_and_is_idempotent() -> Non
 
 async def test_conflicts_are_fine_and_errors_are_retried() -> None:
     devices = _devices("Tesla-T4")
-    conflict = DefaultClassController(FakeHttp(409), lambda: devices, lambda: ())
+    conflict = DefaultClassController(cast(KubeHttp, FakeHttp(409)), lambda: devices, lambda: ())
     assert await conflict.reconcile() and conflict.created == []
-    failing = DefaultClassController(FakeHttp(500), lambda: devices, lambda: ())
+    failing = DefaultClassController(cast(KubeHttp, FakeHttp(500)), lambda: devices, lambda: ())
     assert not await failing.reconcile()
 
 
 async def test_only_the_leader_with_a_synced_cache_writes() -> None:
     http = FakeHttp()
     devices = _devices("Tesla-T4")
-    follower = DefaultClassController(http, lambda: devices, lambda: (), is_leader=lambda: False)
-    unsynced = DefaultClassController(http, lambda: devices, lambda: (), ready=lambda: False)
+    follower = DefaultClassController(cast(KubeHttp, http), lambda: devices, lambda: (), is_leader=lambda: False)
+    unsynced = DefaultClassController(cast(KubeHttp, http), lambda: devices, lambda: (), ready=lambda: False)
     assert await follower.reconcile() and await unsynced.reconcile()
     assert http.posts == []

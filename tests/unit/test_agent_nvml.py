@@ -14,7 +14,6 @@ rename in nvidia-ml-py fails here rather than on a GPU node.
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -190,7 +189,7 @@ def test_unattributed_xid_marks_every_device() -> None:
     def lost_uuid(handle: Any) -> Any:
         raise StubError(GPU_IS_LOST)
 
-    original: Callable[[int], Any] = stub.nvmlDeviceGetUUID
+    original = stub.nvmlDeviceGetUUID
     stub.nvmlDeviceGetUUID = lost_uuid  # type: ignore[method-assign]
     stub.events = [SimpleNamespace(eventType=XID_EVENT, eventData=79, device=None)]
     backend._drain_events()

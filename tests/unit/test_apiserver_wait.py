@@ -81,9 +81,10 @@ async def test_any_answer_below_500_ends_the_wait_at_once(status: int) -> None:
 
 async def test_a_certificate_the_kubeconfig_does_not_trust_is_no_reason_to_wait() -> None:
     api = _api()
-    key = SimpleNamespace(host="10.0.0.1", port=6443, ssl=True)
+    key = SimpleNamespace(host="10.0.0.1", port=6443, ssl=True)  # a stand-in for aiohttp's ConnectionKey
     api.fail_next("GET", "/version", error=aiohttp.ClientConnectorCertificateError(
-        key, ssl.SSLCertVerificationError(1, "certificate verify failed: unable to get local issuer certificate")))
+        key,  # type: ignore[arg-type]
+        ssl.SSLCertVerificationError(1, "certificate verify failed: unable to get local issuer certificate")))
     with pytest.raises(ConnectError) as raised:
         await ApiserverWait().until_answered(KubeHttp(api), None)  # type: ignore[arg-type]
     assert not isinstance(raised.value, Unreachable)

@@ -257,5 +257,6 @@ def test_an_unsupported_selector_operator_lists_each_supported_value_quoted_once
     """Found by a final read: the message doubled the quotes around the whole list
     (`supported values: ""In, NotIn, ...""`); field errors quote each value (`"In", "NotIn"`)."""
     cls = parse_resource_class(b.resource_class("gpu", expressions=[{"key": "model", "operator": "Bogus"}]))
+    assert cls.error is not None
     assert ('spec.selector.matchExpressions[0].operator: Unsupported value: "Bogus": supported values: '
             '"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"') in cls.error, cls.error

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from scheduler import cli, paused_import
+from scheduler import cli
 from scheduler.cli import _MOUNTED, build_parser
 
 
@@ -93,7 +93,7 @@ def test_the_kubectl_plugin_is_imported_with_the_collector_off(monkeypatch: pyte
         seen.append((name, gc.isenabled()))
         return Plugin()
 
-    monkeypatch.setattr(paused_import.importlib, "import_module", import_module)
+    monkeypatch.setattr("scheduler.paused_import.importlib.import_module", import_module)
     try:
         assert scheduler.kubectl.main() == 0
     finally:

@@ -32,9 +32,9 @@ from scheduler.kube.term_token import TermToken, parse_term_token
 from scheduler.sim import builders as b
 from tests.fakeapi import FakeApi
 from tests.fakelease import Clock, LeaseServer
-from tests.helpers import until
+from tests.helpers import LeaseTimings, until
 
-TIMINGS = {"lease_duration": 15.0, "renew_deadline": 10.0, "retry_period": 2.0}
+TIMINGS: LeaseTimings = {"lease_duration": 15.0, "renew_deadline": 10.0, "retry_period": 2.0}
 OTHER = "tessera-system/tessera/rep-z/3/2026-01-01T00:02:00.000000Z"
 
 

@@ -60,7 +60,7 @@ def test_the_test_suites_lookup_still_wants_every_tool(tmp_path: Path, monkeypat
     built = _no_build(monkeypatch)
     with pytest.raises(binaries.BinariesNotFound):
         binaries.find_binaries()
-    assert built == ["build"] and cluster.find_binaries is binaries.find_binaries
+    assert built == ["build"] and cluster.find_binaries is binaries.find_binaries  # type: ignore[attr-defined]  # cluster's own import of it
 
 
 def test_an_unknown_name_is_refused_naming_the_known_ones(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -89,8 +89,8 @@ def test_a_failed_build_names_the_signal_that_stopped_it(
     script = tmp_path / "build-control-plane.sh"
     script.write_text("#!/bin/sh\n")
     monkeypatch.setattr(binaries, "build_script", lambda: script)
-    monkeypatch.setattr(binaries.shutil, "which", lambda name: "/usr/bin/go")
-    monkeypatch.setattr(binaries.subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(a, returncode, b"", None))
+    monkeypatch.setattr("scheduler.kube.controlplane.binaries.shutil.which", lambda name: "/usr/bin/go")
+    monkeypatch.setattr("scheduler.kube.controlplane.binaries.subprocess.run", lambda *a, **k: subprocess.CompletedProcess(a, returncode, b"", None))
     with pytest.raises(binaries.BinariesNotFound) as raised:
         binaries._run_build(None)
     assert str(raised.value) == f"{script} {said}"

@@ -15,7 +15,7 @@ from scheduler.core import annotations as ann
 from scheduler.core.scheduler import Scheduler
 from scheduler.sim import builders as b
 
-Line = tuple[str, str | None, dict[str, str], str, dict[str, Any]]
+Line = tuple[str, str | None, dict[str, str], str, dict[str, dict[str, int]] | None]
 
 
 def _run(objects: list[dict[str, Any]], batch: bool = True, config: str | None = None) -> dict[str, Line]:
@@ -53,7 +53,7 @@ def test_nvlink_split_score_is_the_same_in_batch_and_per_node_form() -> None:
                 b.pod("two", limits={"class.tessera.dev/a100": 2})]
     fast = _run(objects, batch=True)["two"]
     slow = _run(objects, batch=False)["two"]
-    assert fast[1] == slow[1] == "a"
+    assert fast[1] == slow[1] == "a" and fast[4] is not None and slow[4] is not None
     assert fast[4]["a"]["TesseraDevices"] == slow[4]["a"]["TesseraDevices"], (fast[4]["a"], slow[4]["a"])
 
 

@@ -355,11 +355,11 @@ async def test_a_victim_refused_again_and_again_is_logged_once_per_refusal() -> 
                       retry_seconds=0.01)
     with capture_logs() as logs:
         for round_, message in enumerate(["denied by policy A"] * 3 + ["denied by policy B"] * 2):
-            api.handlers[:] = [lambda call, message=message: Response(
+            api.handlers[:] = [lambda call: Response(  # used only within this round
                 403, b'{"kind":"Status","status":"Failure","message":"' + message.encode() + b'"}')
                 if call.method == "DELETE" else None]
             evictor.submit([eviction])
-            await _run(evictor, lambda round_=round_: len(failed) == round_ + 1, rounds=30)
+            await _run(evictor, lambda: len(failed) == round_ + 1, rounds=30)
         api.handlers.clear()
         evictor.submit([eviction])
         await _run(evictor, lambda: evictor.evicted == 1, rounds=30)

@@ -74,6 +74,7 @@ async def _disruption_mark(api: FakeApi) -> dict[str, Any]:
         marked = await _until(lambda: bool(api.of("PATCH", "/pods/low/status")), 10.0)
         owner.cancel_scope.cancel()
     assert marked, "high did not preempt low"
+    condition: dict[str, Any]
     [condition] = [c for call in api.of("PATCH", "/pods/low/status")
                    for c in call.body["status"]["conditions"] if c["type"] == "DisruptionTarget"]
     return condition
@@ -376,7 +377,7 @@ def test_a_victim_taken_back_in_memory_for_a_podgroup_names_the_podgroup() -> No
     waiting = parse_pod(b.pod("low", limits={"nvidia.com/gpu": 1}))
     attempt = Attempt(preemptor, None, preempted=[waiting], rejected_waiting={waiting.uid: "n"},
                       preemptor_type="podgroup")
-    loop.evictor.submit = lambda evictions: None  # type: ignore[method-assign,assignment]
+    loop.evictor.submit = lambda evictions: None  # type: ignore[method-assign]
     recorded: list[tuple[str, str, Any]] = []
     loop.events.record = lambda ref, type_, reason, action, note, related=None, **_: recorded.append((ref.name, note, related))  # type: ignore[method-assign]
     loop._evict(attempt)
@@ -404,7 +405,7 @@ def test_a_victim_taken_back_at_the_allocation_gate_ends_its_attempt_as_upstream
     loop._binding_attempts[waiting.uid] = ("tessera", 0.5, held, time.monotonic())
     attempts: list[tuple[str, str, Attempt]] = []
     loop.hooks.on_attempt = lambda result, profile, seconds, attempt: attempts.append((result, profile, attempt))  # type: ignore[method-assign]
-    loop.evictor.submit = lambda evictions: None  # type: ignore[method-assign,assignment]
+    loop.evictor.submit = lambda evictions: None  # type: ignore[method-assign]
     recorded: list[tuple[str, str, str]] = []
     loop.events.record = lambda ref, type_, reason, action, note, related=None, **_: recorded.append((ref.name, reason, note))  # type: ignore[method-assign]
     statuses: list[tuple[str, str, str]] = []

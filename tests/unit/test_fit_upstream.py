@@ -272,7 +272,7 @@ def test_an_unrequested_pods_or_prefixed_native_resource_is_not_scored(strategy:
                 b.pod("p", requests={"cpu": "16", "memory": "64Gi"})):
         core.apply("ADDED", obj, 0.0)
     attempts = core.schedule_next(0.0)
-    assert attempts is not None
+    assert attempts is not None and attempts[0].scores is not None
     assert attempts[0].scores["n1"]["NodeResourcesFit"] == 50
 
 
@@ -282,4 +282,5 @@ def test_a_resource_listed_twice_counts_once_per_entry_as_upstream() -> None:
     for obj in (b.node("n1"), b.node("n2"), b.pod("p", requests={"cpu": "16", "memory": "32Gi"})):
         core.apply("ADDED", obj, 0.0)
     attempts = core.schedule_next(0.0)
-    assert attempts is not None and attempts[0].scores["n1"]["NodeResourcesFit"] == 58
+    assert attempts is not None and attempts[0].scores is not None
+    assert attempts[0].scores["n1"]["NodeResourcesFit"] == 58

@@ -20,7 +20,7 @@ SHARE = "class.tessera.dev/share"
 
 
 def _measure(*shapes: TaskShape) -> FragmentationScore:
-    score = FragmentationScore(ClusterState(("tessera",)))
+    score = FragmentationScore(ClusterState(frozenset(("tessera",))))
     for shape in shapes:
         score.workload.observe(shape)
     return score
@@ -211,8 +211,8 @@ def test_the_multi_gpu_prior_counts_like_pods_seen_and_fades_as_real_pods_arrive
 
 def test_scarcity_weighs_class_bound_types_by_how_rare_their_gpus_are() -> None:
     run = Run(_fragmentation_only())
-    for name, model, gpus in (("g2-a", "G2", 4), ("g2-b", "G2", 4), ("g2-c", "G2", 4), ("t4", "T4", 4)):
-        run.add(b.node(name, gpus=gpus), *(b.device(name, i, model=model) for i in range(gpus)))
+    for name, gpu_model, gpus in (("g2-a", "G2", 4), ("g2-b", "G2", 4), ("g2-c", "G2", 4), ("t4", "T4", 4)):
+        run.add(b.node(name, gpus=gpus), *(b.device(name, i, model=gpu_model) for i in range(gpus)))
     run.add(b.resource_class("t4", match_labels={"model": "T4"}), b.resource_class("any-gpu"))
     measure = FragmentationScore(run.scheduler.state, scarcity_exponent=1)
     bound, free = TaskShape(1, 1000, "t4", 1000), TaskShape(1, 1000, "", 1000)

@@ -49,7 +49,8 @@ def _view() -> m.ClusterView:
 
 
 def _inline(page: str, tag: str) -> str:
-    return re.findall(rf"<{tag}>(.*?)</{tag}>", page, re.S)[-1]
+    found: list[str] = re.findall(rf"<{tag}>(.*?)</{tag}>", page, re.S)
+    return found[-1]
 
 
 def test_the_static_page_embeds_the_view_and_nothing_from_outside() -> None:
@@ -158,9 +159,14 @@ async def test_the_data_is_built_once_per_second_for_all_viewers() -> None:
     core = _core()
     now = [0.0]
     gpu_map = GpuMap(SimpleNamespace(core=core, is_leader=lambda: True), clock=lambda: now[0])  # type: ignore[arg-type]
-    builds = []
+    builds: list[int] = []
     original = gpu_map.view
-    gpu_map.view = lambda: builds.append(1) or original()  # type: ignore[method-assign]
+
+    def counted_view() -> m.ClusterView:
+        builds.append(1)
+        return original()
+
+    gpu_map.view = counted_view  # type: ignore[method-assign]
     request: Any = SimpleNamespace(headers={})
     first = await gpu_map._serve_data(request)
     second = await gpu_map._serve_data(request)

@@ -383,8 +383,9 @@ async def test_the_first_lists_pages_reach_the_sink_while_the_next_page_is_fetch
 
 
 async def test_a_list_failing_on_a_later_page_is_redone_as_a_diff() -> None:
-    first = [page([pod("a", "1"), pod("b", "2")], "5", cont="tok"), OSError("connection reset")]
-    second = [page([pod("b", "4"), pod("c", "3")], "6")]
+    first: list[Response | BaseException] = [page([pod("a", "1"), pod("b", "2")], "5", cont="tok"),
+                                             OSError("connection reset")]
+    second: list[Response | BaseException] = [page([pod("b", "4"), pod("c", "3")], "6")]
     informer, http, sink = make(first + second, [])
     informer.page_size = 2
     await run_until(informer, lambda: informer.synced.is_set())

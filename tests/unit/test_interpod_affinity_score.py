@@ -303,7 +303,7 @@ def test_the_kept_existing_anti_affinity_counts_as_a_fresh_count_through_every_c
     for name, app, node, extra in (("s0", "x", "a0", shuns_web), ("s1", "x", "b0", shuns_web),
                                    ("all", "y", "c0", shuns_all), ("l0", "z", "a1", likes),
                                    ("idle", "x", "", shuns_web)):
-        state.apply("ADDED", b.pod(name, labels={"app": app}, node_name=node or None,
+        state.apply("ADDED", b.pod(name, labels={"app": app}, node_name=node,
                                    phase="Running" if node else "Pending", spec_extra=extra))
     pending = [b.pod("w0", labels={"app": "web"}, spec_extra=shuns_web), b.pod("w1", labels={"app": "web"}),
                b.pod("d0", namespace="team-b", labels={"app": "db"}), b.pod("o0", labels={"app": "other"})]

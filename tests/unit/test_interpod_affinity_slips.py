@@ -131,7 +131,7 @@ def test_a_placed_pods_relabel_is_seen_by_the_cached_counts() -> None:
     run.add(b.node("n0", gpus=8),
             b.pod("db", labels={"app": "other"}, node_name="n0", phase="Running", scheduler="default-scheduler"))
     handle = type("H", (), {"state": run.state})()
-    plugin = InterPodAffinity(handle, InterPodAffinityArgs())  # type: ignore[arg-type]
+    plugin = InterPodAffinity(handle, InterPodAffinityArgs())
     web = _pod("web", {"app": "web"}, anti=[_term({"matchLabels": {"app": "db"}})])
     ctx = PodContext(web, (), ())
     assert plugin.filter(ctx, run.state.nodes["n0"]) is None

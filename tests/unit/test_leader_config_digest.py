@@ -31,6 +31,11 @@ def _annotations(server: LeaseServer) -> dict[str, Any]:
     return dict(server.lease["metadata"].get("annotations") or {})
 
 
+def _digest(server: LeaseServer) -> str:
+    assert server.lease is not None
+    return lease_config_digest(server.lease)
+
+
 async def test_the_leader_writes_its_digest_with_the_lease_and_no_request_more() -> None:
     clock, server = Clock(), LeaseServer()
     a = _elector(server, "A", clock, "0123456789ab")
@@ -40,7 +45,7 @@ async def test_the_leader_writes_its_digest_with_the_lease_and_no_request_more()
     clock.t += 2
     assert await a._try_acquire_or_renew()  # the fast path renews with it
     assert server.calls == [("A", "GET"), ("A", "POST"), ("A", "PUT")]  # as without a digest
-    assert lease_config_digest(server.lease) == "0123456789ab"
+    assert _digest(server) == "0123456789ab"
 
 
 async def test_a_standby_taking_over_rewrites_the_digest() -> None:
@@ -52,7 +57,7 @@ async def test_a_standby_taking_over_rewrites_the_digest() -> None:
     assert await b._try_acquire_or_renew()
     assert _annotations(server) == {CONFIG_DIGEST_ANNOTATION: "bbbbbbbbbbbb", CONFIG_HOLDER_ANNOTATION: "B",
                                     CONFIG_VERSION_ANNOTATION: __version__}
-    assert lease_config_digest(server.lease) == "bbbbbbbbbbbb"
+    assert _digest(server) == "bbbbbbbbbbbb"
 
 
 async def test_a_release_leaves_no_digest_for_nobody() -> None:
@@ -60,7 +65,7 @@ async def test_a_release_leaves_no_digest_for_nobody() -> None:
     a = _elector(server, "A", clock, "aaaaaaaaaaaa")
     assert await a._try_acquire_or_renew()
     assert await a.release()
-    assert lease_config_digest(server.lease) == ""  # holderIdentity "": nobody runs a configuration
+    assert _digest(server) == ""  # holderIdentity "": nobody runs a configuration
 
 
 async def test_a_holder_that_records_no_digest_clears_the_one_before_it() -> None:
@@ -72,7 +77,7 @@ async def test_a_holder_that_records_no_digest_clears_the_one_before_it() -> Non
     assert not await b._try_acquire_or_renew()
     clock.t += 30
     assert await b._try_acquire_or_renew()
-    assert _annotations(server) == {} and lease_config_digest(server.lease) == ""
+    assert _annotations(server) == {} and _digest(server) == ""
 
 
 async def test_a_lease_another_program_took_over_reads_as_unknown() -> None:

@@ -10,7 +10,7 @@ record out of the leader's memory of its own writes, so it disowned its own Leas
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Unpack
 
 import anyio
 import pytest
@@ -18,9 +18,10 @@ import pytest
 from scheduler.kube.http import Response
 from scheduler.kube.leader import LeaderElector
 from tests.fakelease import Clock, LeaseServer
+from tests.helpers import LeaseTimings
 
 
-def _elector(server: LeaseServer, who: str, clock: Any = time.monotonic, **timings: float) -> LeaderElector:
+def _elector(server: LeaseServer, who: str, clock: Any = time.monotonic, **timings: Unpack[LeaseTimings]) -> LeaderElector:
     timings = timings or {"lease_duration": 15.0, "renew_deadline": 10.0, "retry_period": 2.0}
     return LeaderElector(server.client(who), namespace="kube-system", name="tessera", identity=who,  # type: ignore[arg-type]
                          clock=clock, **timings)
@@ -67,7 +68,7 @@ async def test_a_renewal_answered_after_a_pause_longer_than_the_lease_does_not_k
 @pytest.mark.parametrize("edit", ["delete", "empty-holder"])
 async def test_a_lease_deleted_or_emptied_by_hand_never_gives_two_leaders(edit: str) -> None:
     server = LeaseServer()
-    timings = {"lease_duration": 1.0, "renew_deadline": 0.9, "retry_period": 0.1}
+    timings: LeaseTimings = {"lease_duration": 1.0, "renew_deadline": 0.9, "retry_period": 0.1}
     a, b = _elector(server, "A", **timings), _elector(server, "B", **timings)
     broken = {"on": False}  # A cannot write for a while after the edit; reads work
     server.fail = lambda method, who: (Response(503, b'{"message":"unavailable"}')

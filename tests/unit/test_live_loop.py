@@ -24,6 +24,7 @@ from structlog.typing import EventDict
 
 from scheduler.api.config import load_config
 from scheduler.core import annotations as ann
+from scheduler.core.framework.attempt import Attempt
 from scheduler.kube.evictor import Eviction
 from scheduler.kube.http import KubeHttp, RateLimiter
 from scheduler.kube import loop as loop_module
@@ -193,7 +194,12 @@ def test_after_stop_released_bindings_are_abandoned_not_sent() -> None:
     api = _cluster()
     loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="test")  # type: ignore[arg-type]
     calls: list[str] = []
-    loop.core.take_released = lambda: calls.append("take") or []  # type: ignore[method-assign]
+
+    def take_released() -> list[Attempt]:
+        calls.append("take")
+        return []
+
+    loop.core.take_released = take_released  # type: ignore[method-assign]
     loop.core.abandon_deferred = lambda now: calls.append("abandon")  # type: ignore[method-assign]
     loop._submit_released()
     assert calls == ["take"]
@@ -468,12 +474,12 @@ async def test_a_binding_for_a_pod_deleted_meanwhile_is_logged_at_info_level() -
     informer cache"; Tessera keeps only what is true: the pod went, nothing failed."""
     api = _cluster()
 
-    def gone(call: Any) -> Any:
+    def delete_on_bind(call: Any) -> Any:
         if call.method == "POST" and call.path.endswith("/binding"):
             api.pods.pop(("default", "p"), None)
         return None
 
-    api.handlers.insert(0, gone)
+    api.handlers.insert(0, delete_on_bind)
     loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="t")  # type: ignore[arg-type]
     logs = await _logs_until(loop, lambda e: e["event"] == "binder.pod_gone")
     [gone] = [e for e in logs if e["event"] == "binder.pod_gone"]

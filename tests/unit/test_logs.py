@@ -55,7 +55,7 @@ def test_record_logs_as_every_tessera_process(monkeypatch: pytest.MonkeyPatch, c
         log.warning("informer.error", kind="Pod")
         return 0
 
-    monkeypatch.setattr(record_cli.anyio, "run", recording)
+    monkeypatch.setattr("scheduler.kube.record_cli.anyio.run", recording)
     assert record_cli.run(argparse.Namespace(kinds=None, duration=None, output="-")) == 0
     [line] = capsys.readouterr().err.splitlines()
     assert line.startswith("{") is json_lines and "informer.error" in line

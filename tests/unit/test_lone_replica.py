@@ -207,7 +207,7 @@ async def test_a_transport_error_reading_the_lease_does_not_end_the_start(tmp_pa
             raise aiohttp.ServerDisconnectedError()
         return None
 
-    server.fail = reset_the_lease_get  # type: ignore[assignment]
+    server.fail = reset_the_lease_get
     with anyio.fail_after(5):
         outcome = await run_cli._before_start(ApiserverWait(), server.client("lone"), None,  # type: ignore[arg-type]
                                               load_config(str(path)))

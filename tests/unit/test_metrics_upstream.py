@@ -319,7 +319,7 @@ def test_a_preemptor_whose_eviction_failed_comes_back_under_force_activate() -> 
     low = b.pod("low", requests={"cpu": "1", "memory": "1Gi"}, priority=0, node_name="n", phase="Running")
     low["status"]["startTime"] = "2026-01-01T00:00:00Z"
     run.add(low)
-    run.replay._evict = lambda victims, preemptor: None  # the victim does not go
+    run.replay._evict = lambda victims, preemptor: None  # type: ignore[method-assign]  # the victim does not go
     run.add(b.pod("p", requests={"cpu": "1", "memory": "1Gi"}, priority=100))
     [victim] = next(a for a in run.attempts if a.pod.meta.name == "p").preempted
     run.scheduler.take_queue_incoming()

@@ -129,7 +129,7 @@ def test_a_removal_the_hint_cannot_place_always_requeues() -> None:
     run.add(b.pod("holder", containers=[_with_ports("m", {"containerPort": 80, "hostPort": 8080})]))
     run.add(b.pod("waiting", containers=[_with_ports("m", {"containerPort": 80, "hostPort": 8080})]))
     assert run.node_of("holder") == "a" and run.node_of("waiting") is None
-    hint = NodePorts(type("H", (), {"state": run.state})()).queueing_hints()[  # type: ignore[arg-type]
+    hint = NodePorts(type("H", (), {"state": run.state})()).queueing_hints()[
         EventKind.ASSIGNED_POD_REMOVED]
     uid = b.uid_for("Pod", "default", "waiting")
     assert not hint(uid, ClusterEvent(EventKind.ASSIGNED_POD_REMOVED, node="a"))  # 8080 still taken there

@@ -26,7 +26,7 @@ def test_pod_level_requests_are_scored_on() -> None:
     # LeastAllocated on an empty 32 CPU / 128Gi node: cpu (32000-4000)*100//32000 = 87,
     # memory (128-8)*100//128 = 93, (87 + 93) // 2 = 90 (the 100m/200Mi defaults would give 99)
     attempt = least_allocated_attempt(b.node("n1"), b.node("n2"), b.pod("p", spec_extra=POD_LEVEL))
-    assert attempt.scores["n1"][FIT] == 90
+    assert attempt.scores is not None and attempt.scores["n1"][FIT] == 90
 
 
 def test_a_bound_pods_pod_level_requests_count_on_its_node() -> None:

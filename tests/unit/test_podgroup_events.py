@@ -180,7 +180,7 @@ def _driven_loop(objects: list[dict[str, Any]]) -> tuple[SchedulerLoop, list[Bin
                          identity="test")
     bindings: list[Binding] = []
     notes: list[str] = []
-    loop.binder.submit = bindings.append  # type: ignore[method-assign]
+    loop.binder.submit = bindings.append  # type: ignore[method-assign, assignment]
     loop.events.record = lambda ref, _type, reason, _action, note, **_: (  # type: ignore[method-assign]
         notes.append(note) if ref.kind == "PodGroup" and reason == "Scheduled" else None)
     for obj in objects:

@@ -556,7 +556,7 @@ def _boss_nominated_beside_a_terminating_victim(boss_priority: int) -> Scheduler
     for obj in (b.node("n1", gpus=4), b.node("n2", gpus=4), victim,
                 b.pod("boss", limits={"nvidia.com/gpu": 4}, priority=boss_priority, spec_extra=_on("n1"))):
         core.apply("ADDED", obj, 0.0)
-    [attempt] = core.schedule_next(0.0)
+    [attempt] = core.schedule_next(0.0) or []
     assert attempt.nominated_node == "n1" and [v.meta.name for v in attempt.preempted] == ["victim"]
     victim["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:01Z"
     core.apply("MODIFIED", victim, 0.0)
@@ -582,9 +582,10 @@ def test_min_resources_do_not_count_nominated_pods_holds_as_used() -> None:
         for obj in (group, member):
             core.apply("ADDED", obj, 0.0)
         pod = core.state.pod_by_key("default/mid-0")
+        assert pod is not None
         assert coscheduling.waiting_message(core.state, pod) is None, boss_priority
         assert resource_gap(core.state, pod, {"nvidia.com/gpu": 7}, 1) == "resource gap: map[nvidia.com/gpu:1]"
-        [attempt] = core.schedule_next(0.0)
+        [attempt] = core.schedule_next(0.0) or []
         assert attempt.pod.meta.name == "mid-0" and attempt.node is not None, (boss_priority, attempt.message)
         assert boss_priority < 100 or attempt.node == "n2"
 
@@ -654,10 +655,10 @@ def test_min_resources_of_a_class_do_not_count_nominated_pods_holds_as_used(reso
     for obj in (*_both_classes(), b.node("n1", gpus=gpus), b.node("n2", gpus=gpus),
                 *(b.device(n, i) for n in ("n1", "n2") for i in range(gpus)), victim):
         core.apply("ADDED", obj, 0.0)
-    [placed] = core.schedule_next(0.0)
+    [placed] = core.schedule_next(0.0) or []
     assert placed.node == "n1"  # assumed there, its devices chosen
     core.apply("ADDED", b.pod("boss", limits={resource: 4}, priority=1000, spec_extra=_on("n1")), 0.0)
-    [attempt] = core.schedule_next(0.0)
+    [attempt] = core.schedule_next(0.0) or []
     assert attempt.nominated_node == "n1" and [v.meta.name for v in attempt.preempted] == ["victim"], attempt.message
     victim["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:01Z"
     core.apply("MODIFIED", victim, 0.0)
@@ -665,6 +666,7 @@ def test_min_resources_of_a_class_do_not_count_nominated_pods_holds_as_used(reso
     for obj in (b.podgroup("mid", 1), b.pod("mid-0", labels={PG_LABEL: "mid"}, limits={resource: 1}, priority=100)):
         core.apply("ADDED", obj, 0.0)
     pod = core.state.pod_by_key("default/mid-0")
+    assert pod is not None
     assert resource_gap(core.state, pod, {resource: 6}, 1) is None
     assert resource_gap(core.state, pod, {resource: 7}, 1) == f"resource gap: map[{resource}:1]"
 

@@ -198,7 +198,12 @@ def test_run_raises_the_open_files_limit_first(monkeypatch: pytest.MonkeyPatch, 
     """`tessera run` raises the soft limit before anything else (even before reading its
     configuration), as Go's runtime does before kube-scheduler's main."""
     calls: list[str] = []
-    monkeypatch.setattr(run_cli, "raise_open_files_limit", lambda: calls.append("raised") or 0)
+
+    def raise_open_files_limit() -> int:
+        calls.append("raised")
+        return 0
+
+    monkeypatch.setattr(run_cli, "raise_open_files_limit", raise_open_files_limit)
     monkeypatch.setattr(run_cli, "load_config_or_report", lambda path: calls.append("config"))
     assert run_cli.run(SimpleNamespace(config=str(tmp_path / "missing.yaml"))) == 2  # type: ignore[arg-type]
     assert calls == ["raised", "config"]

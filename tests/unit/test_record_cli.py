@@ -22,10 +22,10 @@ class _Failing(io.BytesIO):
         super().__init__()
         self.error = error
 
-    def write(self, data: object) -> int:  # type: ignore[override]
+    def write(self, data: object) -> int:
         raise self.error
 
-    def writelines(self, lines: object) -> None:  # type: ignore[override]
+    def writelines(self, lines: object) -> None:
         raise self.error
 
     def fileno(self) -> int:
@@ -71,7 +71,8 @@ async def test_a_refused_list_stops_the_recording_with_the_reason(tmp_path: Path
     for _ in range(50):
         api.fail_next("GET", "/api/v1/pods", status=403)
     with open(tmp_path / "o.jsonl", "wb") as out:
-        status = await record_cli._record_into(KubeHttp(api), SCHEDULER_KINDS, out, _args(str(tmp_path / "o.jsonl"), 30))
+        status = await record_cli._record_into(KubeHttp(api), SCHEDULER_KINDS, out,  # type: ignore[arg-type]
+                                             _args(str(tmp_path / "o.jsonl"), 30))
     assert status == 1
     assert "denied access to Pod (HTTP 403)" in capsys.readouterr().err.splitlines()[-1]
 
@@ -81,7 +82,8 @@ async def test_a_recording_stopped_before_its_initial_lists_says_it_is_incomplet
     api = _api()
     api.fail_next("GET", "/api/v1/pods", stall=True)  # the pod list never answers
     with open(tmp_path / "o.jsonl", "wb") as out:
-        status = await record_cli._record_into(KubeHttp(api), SCHEDULER_KINDS, out, _args(str(tmp_path / "o.jsonl"), 0.5))
+        status = await record_cli._record_into(KubeHttp(api), SCHEDULER_KINDS, out,  # type: ignore[arg-type]
+                                             _args(str(tmp_path / "o.jsonl"), 0.5))
     assert status == 1
     assert "incomplete snapshot" in capsys.readouterr().err.splitlines()[-1]
 

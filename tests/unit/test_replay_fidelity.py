@@ -120,11 +120,11 @@ def test_a_stale_recorded_update_is_not_what_the_replay_binds() -> None:
     older["metadata"]["resourceVersion"] = "3"
     older["metadata"]["labels"] = {"app": "other"}
     run.feed(b.event("MODIFIED", older))  # stale: the core keeps resourceVersion 5
-    assert run.state.pod_by_key("default/a-kept").meta.labels == {"app": "keep"}  # type: ignore[union-attr]
+    assert run.state.pod_by_key("default/a-kept").meta.labels == {"app": "keep"}
     run.add(b.node("n1", gpus=8))
     assert run.node_of("a-kept") == "n1"
     assert run.state.pod_by_key("default/a-kept").meta.labels == {"app": "keep"}, \
-        "the replay bound the stale object the core had ignored"  # type: ignore[union-attr]
+        "the replay bound the stale object the core had ignored"
     run.add(b.pod("high", limits={"nvidia.com/gpu": 8}, priority=1000))
     assert run.replay.stats.evicted == {"default/b-other": "default/high"}
 

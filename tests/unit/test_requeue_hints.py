@@ -628,7 +628,7 @@ def test_coschedulings_hints_ask_about_the_members_own_group_and_a_podgroup_with
     sized["spec"]["minResources"] = {"cpu": "1"}
     run.add(b.node("n1"), sized, b.podgroup("plain", 2),
             *(b.pod(f"{group}-0", labels={label: group}) for group in ("sized", "plain", "missing")))
-    hints = Coscheduling(type("H", (), {"state": run.state})(), CoschedulingArgs()).queueing_hints()  # type: ignore[arg-type]
+    hints = Coscheduling(type("H", (), {"state": run.state})(), CoschedulingArgs()).queueing_hints()
     pods = {group: run.state.pod_by_key(f"default/{group}-0") for group in ("sized", "plain", "missing")}
     sized_key = pods["sized"].gang.key
     for kind in (EventKind.POD_ADDED, EventKind.PODGROUP_CHANGED):

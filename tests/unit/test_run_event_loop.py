@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 
 from scheduler.cli import build_parser
-from scheduler.kube import run_cli
 
 
 def _backend_options(monkeypatch: pytest.MonkeyPatch, *argv: str) -> dict[str, Any]:
@@ -24,7 +23,7 @@ def _backend_options(monkeypatch: pytest.MonkeyPatch, *argv: str) -> dict[str, A
     def fake_run(func: Any, *args: Any, backend: str, backend_options: dict[str, Any]) -> int:
         seen.update(backend=backend, **backend_options)
         return 0
-    monkeypatch.setattr(run_cli.anyio, "run", fake_run)
+    monkeypatch.setattr("scheduler.kube.run_cli.anyio.run", fake_run)
     args = build_parser("run").parse_args(["run", *argv])
     assert args.func(args) == 0
     return seen

@@ -13,12 +13,12 @@ import datetime as dt
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
 import yaml
 from structlog.testing import capture_logs
+from structlog.typing import EventDict
 
 from scheduler.api.config import SchedulerConfig, load_config
 from scheduler.kube import run_cli
@@ -48,8 +48,8 @@ async def test_a_signal_while_waiting_for_the_apiserver_ends_with_tessera_stoppe
 
 
 async def _stopped_by_a_signal(monkeypatch: pytest.MonkeyPatch, api: FakeApi, config: SchedulerConfig,
-                               when: Callable[[list[dict[str, Any]]], bool],
-                               within: float) -> tuple[list[int], list[dict[str, Any]], float]:
+                               when: Callable[[list[EventDict]], bool],
+                               within: float) -> tuple[list[int], list[EventDict], float]:
     """Run `tessera run`'s start-up and loop (`run_cli._run`) on `api`, send SIGTERM once `when`
     holds of the logs, and wait at most `within` seconds for it to return: its exit codes, its
     logs, and the seconds from the signal to the return."""

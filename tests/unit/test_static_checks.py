@@ -1,5 +1,5 @@
 """The code standards CI holds the tree to, run as tests so `make test` (and so CI) enforces them:
-mypy strict over the product, the test harness and the benchmarks (pyproject's [tool.mypy]), and
+mypy strict over the product, the test harness, the benchmarks and the tests (pyproject's [tool.mypy]), and
 pyflakes' rules through ruff over everything (pyproject's [tool.ruff]): no unused imports or
 variables, no undefined names."""
 
