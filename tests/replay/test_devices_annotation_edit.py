@@ -15,6 +15,8 @@ import copy
 import json
 from typing import Any
 
+import orjson
+
 from scheduler.core import annotations as ann
 from scheduler.sim import builders as b
 from scheduler.view import model as m
@@ -41,7 +43,7 @@ def _object(run: Run, name: str) -> dict[str, Any]:
 
 def _annotation(run: Run, name: str) -> dict[str, Any]:
     raw = _object(run, name)["metadata"]["annotations"][ann.DEVICES]
-    doc: dict[str, Any] = ann.orjson.loads(raw)
+    doc: dict[str, Any] = orjson.loads(raw)
     return doc
 
 
@@ -63,7 +65,7 @@ def _renamed(run: Run, doc: dict[str, Any], device: str) -> str:
     [entries] = [entries for by_resource in out["containers"].values() for entries in by_resource.values()]
     entries[0]["device"] = device
     entries[0]["id"] = run.state.devices[device].device_id
-    return ann.orjson.dumps(out).decode()
+    return orjson.dumps(out).decode()
 
 
 def _holders(run: Run, device: str) -> set[str]:
@@ -165,12 +167,12 @@ def test_a_slice_amount_changed_holds_the_larger_one() -> None:
     [entries] = [entries for by_resource in doc["containers"].values() for entries in by_resource.values()]
     before = copy.deepcopy(run.state.ledger.use[device].shared)
     entries[0]["amount"] = "4Gi"  # a smaller claim: the container may still use the 8Gi it was given
-    _edit(run, "s", ann.orjson.dumps(doc).decode())
+    _edit(run, "s", orjson.dumps(doc).decode())
     assert run.state.ledger.use[device].shared == before
     [warning] = _reasons(run, "DevicesAnnotationChanged")
     assert device in warning
     entries[0]["amount"] = "16Gi"  # a larger one counts as larger
-    _edit(run, "s", ann.orjson.dumps(doc).decode())
+    _edit(run, "s", orjson.dumps(doc).decode())
     [held] = run.state.ledger.use[device].shared.values()
     assert list(held.values()) == [16 * 1024**3]
 
@@ -182,7 +184,7 @@ def test_devices_written_onto_a_pod_bound_without_any_are_an_edit_too() -> None:
     run.add(b.pod("foreign", scheduler="default-scheduler", node_name="n", phase="Running",
                   requests={"cpu": "1"}))
     doc = {"version": ann.VERSION, "containers": {"main": {CLASS: [{"id": "x", "device": names[0]}]}}}
-    _edit(run, "foreign", ann.orjson.dumps(doc).decode())
+    _edit(run, "foreign", orjson.dumps(doc).decode())
     assert _held_by(run, "foreign") == [names[0]]
     [warning] = _reasons(run, "DevicesAnnotationChanged")
     assert "it named no device; it now names " + names[0] in warning
@@ -195,7 +197,7 @@ def test_an_annotation_naming_no_device_on_a_pod_bound_without_any_is_no_edit() 
     run, _ = _run(gpus=2)
     run.add(b.pod("plain", limits={"nvidia.com/gpu": 1}))
     assert run.node_of("plain") == "n"
-    _edit(run, "plain", ann.orjson.dumps({"version": ann.VERSION, "containers": {}}).decode())
+    _edit(run, "plain", orjson.dumps({"version": ann.VERSION, "containers": {}}).decode())
     _edit(run, "plain", None)
     assert _reasons(run, "DevicesAnnotationChanged") == [] and _held_by(run, "plain") == []
 
@@ -328,7 +330,7 @@ def test_an_edit_of_the_recorded_resource_name_moves_no_count() -> None:
     [entries] = [entries for by_resource in doc["containers"].values() for entries in by_resource.values()]
     assert entries[0]["resourceName"] == "nvidia.com/gpu"
     entries[0]["resourceName"] = "example.com/forged"
-    _edit(run, "p", ann.orjson.dumps(doc).decode())
+    _edit(run, "p", orjson.dumps(doc).decode())
     assert run.state.nodes["n"].used("nvidia.com/gpu") == 1
     restarted = _restarted(run, 2, "p")
     assert restarted.state.nodes["n"].used("nvidia.com/gpu") == 1
@@ -402,11 +404,11 @@ def test_an_empty_container_beside_the_same_grants_is_no_edit_and_an_empty_list_
     run.add(b.pod("longv", limits={CLASS: 1}))
     [given] = _held_by(run, "longv")
     doc = _annotation(run, "longv")
-    _edit(run, "longv", ann.orjson.dumps({**doc, "containers": {**doc["containers"], "sidecar": {}}}).decode())
+    _edit(run, "longv", orjson.dumps({**doc, "containers": {**doc["containers"], "sidecar": {}}}).decode())
     assert _reasons(run, "DevicesAnnotationChanged") == [] and _held_by(run, "longv") == [given]
     [container] = doc["containers"]
     listed = {**doc, "containers": {container: {**doc["containers"][container], "example.com/gpu": []}}}
-    _edit(run, "longv", ann.orjson.dumps(listed).decode())
+    _edit(run, "longv", orjson.dumps(listed).decode())
     [broken] = _reasons(run, "BrokenDeviceAnnotation")
     assert "example.com/gpu: must be a non-empty list" in broken
     [warning] = _reasons(run, "DevicesAnnotationChanged")

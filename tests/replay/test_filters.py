@@ -130,5 +130,6 @@ def test_percentage_of_nodes_to_score_samples_nodes() -> None:
     run = Run(config(BINPACK), explain=True)
     run.add(*[b.node(f"n{i:03}") for i in range(200)])
     run.add(b.pod("p"))
-    assert run.last("p").scores is not None
-    assert len(run.last("p").scores) == 100  # 50 - 200/125 = 49% of 200 = 98 -> at least 100
+    scores = run.last("p").scores
+    assert scores is not None
+    assert len(scores) == 100  # 50 - 200/125 = 49% of 200 = 98 -> at least 100

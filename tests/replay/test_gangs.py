@@ -81,7 +81,7 @@ def test_heterogeneous_gang_cpu_ps_with_gpu_workers() -> None:
     run.add(*[b.pod(f"w{i}", labels=labels, requests={"cpu": "1"}, limits={"nvidia.com/gpu": 1}) for i in range(4)])
     nodes = {n: run.node_of(n) for n in ["ps", "w0", "w1", "w2", "w3"]}
     assert None not in nodes.values(), nodes
-    assert sorted(nodes[f"w{i}"] for i in range(4)) == ["n1", "n1", "n2", "n2"]
+    assert sorted(str(nodes[f"w{i}"]) for i in range(4)) == ["n1", "n1", "n2", "n2"]
 
 
 def test_podgroup_crd_form_waits_for_the_podgroup_object() -> None:

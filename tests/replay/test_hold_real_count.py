@@ -30,7 +30,7 @@ def _cluster() -> Run:
                              sharing={"dimension": "memory", "unit": "1Gi"}))
     for n in range(2):
         run.add(b.pod(f"v-r2-{n}", limits={GPU: 2}, priority=10, node_name=NODE, phase="Running"))
-    run.replay._evict = lambda victims, preemptor: None  # victims terminate slowly: gone only when fed
+    run.replay._evict = lambda victims, preemptor: None  # type: ignore[method-assign]  # victims terminate slowly: gone only when fed
     assert_real_gpu_counts_within(run)
     return run
 

@@ -40,7 +40,7 @@ def _new_leaders_view() -> list[dict[str, Any]]:
 
 def _listed(reverse: bool) -> Run:
     run = Run(config(BINPACK))
-    run.replay._evict = lambda victims, preemptor: None  # victims terminate, but are not gone yet
+    run.replay._evict = lambda victims, preemptor: None  # type: ignore[method-assign]  # victims terminate, but are not gone yet
     run.add(*_new_leaders_view()[::-1 if reverse else 1])
     return run
 

@@ -187,7 +187,7 @@ def _full_node_slow_evictions() -> Run:
     run = Run(config(BINPACK))
     run.add(b.node("n", cpu="1", memory="1Gi"))
     run.add(_running("low", "n", LOW, ("1", "1Gi")))
-    run.replay._evict = lambda victims, preemptor: None
+    run.replay._evict = lambda victims, preemptor: None  # type: ignore[method-assign]
     return run
 
 
@@ -253,7 +253,7 @@ def test_a_gang_whose_running_members_are_victims_is_not_completed_meanwhile() -
     run.add(b.node("a", gpus=4), b.node("b", gpus=4))
     run.add(b.pod("busy", requests={"nvidia.com/gpu": 3}, priority=HIGH, node_name="b", phase="Running"))
     run.add(*(_gang_member(f"g{i}", "train", 3, "a", LOW, 1, i) for i in range(2)))
-    run.replay._evict = lambda victims, preemptor: None  # victims terminate slowly
+    run.replay._evict = lambda victims, preemptor: None  # type: ignore[method-assign]  # victims terminate slowly
     attempt = _preemptor(run, "urgent", HIGH, ("0", "0"), limits={"nvidia.com/gpu": 4})
     assert _victims(attempt) == ["g0", "g1"] and attempt.nominated_node == "a"
     run.add(b.pod("g2", requests={"nvidia.com/gpu": 1}, priority=LOW, labels=b.gang_labels("train", 3)))
@@ -276,7 +276,7 @@ def test_a_gang_member_parked_while_its_gang_is_evicted_gives_its_held_room_back
     run.add(b.pod("busy", requests={"nvidia.com/gpu": 2}, priority=HIGH, node_name="b", phase="Running"))
     run.add(b.pod("x", requests={"nvidia.com/gpu": 2}, priority=NEG, node_name="b", phase="Running"))
     run.add(*(_gang_member(f"g{i}", "train", 3, "a", LOW, 2, i) for i in range(2)))
-    run.replay._evict = lambda victims, preemptor: None
+    run.replay._evict = lambda victims, preemptor: None  # type: ignore[method-assign]
     run.add(b.pod("g2", requests={"nvidia.com/gpu": 2}, priority=LOW, labels=b.gang_labels("train", 3)))
     assert _victims(run.last("g2")) == ["x"]
     assert _victims(_preemptor(run, "urgent", HIGH, ("0", "0"), limits={"nvidia.com/gpu": 4})) == ["g0", "g1"]
@@ -299,7 +299,7 @@ def test_an_eviction_that_does_not_happen_lets_the_gangs_pending_member_complete
     run.add(b.node("a", gpus=4), b.node("b", gpus=4))
     run.add(b.pod("busy", requests={"nvidia.com/gpu": 3}, priority=HIGH, node_name="b", phase="Running"))
     run.add(*(_gang_member(f"g{i}", "train", 3, "a", LOW, 1, i) for i in range(2)))
-    run.replay._evict = lambda victims, preemptor: None
+    run.replay._evict = lambda victims, preemptor: None  # type: ignore[method-assign]
     attempt = _preemptor(run, "urgent", HIGH, ("0", "0"), limits={"nvidia.com/gpu": 4})
     run.add(b.pod("g2", requests={"nvidia.com/gpu": 1}, priority=LOW, labels=b.gang_labels("train", 3)))
     assert run.node_of("g2") is None
@@ -429,7 +429,7 @@ def test_a_second_preemption_does_not_take_the_same_gang_surplus_again() -> None
     run.add(*(b.node(f"n{i}", gpus=8) for i in range(3)))
     for i in range(3):
         run.add(_gang_member(f"g{i}", "g", 2, f"n{i}", LOW, 8, i))
-    run.replay._evict = lambda victims, preemptor: None  # victims terminate slowly
+    run.replay._evict = lambda victims, preemptor: None  # type: ignore[method-assign]  # victims terminate slowly
     evicted = []
     for name in ("p1", "p2"):
         evicted += [v.meta.name for a in run.add(b.pod(name, requests={"nvidia.com/gpu": 8}, priority=10))
@@ -443,7 +443,7 @@ def test_a_podgroup_gangs_hold_and_guard_use_the_gangs_priority() -> None:
     pods' priority: a priority-5 pod took its room while its victims terminated, and the gang then
     preempted a second time."""
     run = _urgent_podgroup_on_a_full_node()
-    run.replay._evict = lambda victims, preemptor: None
+    run.replay._evict = lambda victims, preemptor: None  # type: ignore[method-assign]
     first = run.add(*_serve_members())
     assert sorted(v.meta.name for a in first for v in a.preempted) == ["low-0", "low-1"]
     run.add(b.pod("mid", limits={"nvidia.com/gpu": 4}, priority=5))
@@ -586,7 +586,7 @@ def test_a_gangs_priority_lowered_by_its_podgroup_or_class_makes_it_a_victim(cha
     class's value, puts it below MID: preemption then sees it (the victim floor follows)."""
     run = Run(config(BINPACK))
     value = VHIGH if change == "class-value-drops" else LOW
-    priority_class = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+    priority_class: dict[str, Any] = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
                       "metadata": {"name": "batch", "uid": "pc-batch", "resourceVersion": "1"}, "value": value}
     group = b.podgroup("train", 2)
     if change == "class-value-drops":
@@ -614,7 +614,7 @@ def _half_bound_mixed_priority_gang() -> tuple[Run, list[Any]]:
     run.add(b.node("n1", gpus=4), b.node("n2", gpus=4))
     run.add(_gang_member("g-0", "g", 2, "n1", 10, 4, 0))
     run.add(b.pod("mid", requests={"nvidia.com/gpu": 4}, priority=500, node_name="n2", phase="Running"))
-    run.replay._evict = lambda victims, preemptor: None  # victims terminate slowly
+    run.replay._evict = lambda victims, preemptor: None  # type: ignore[method-assign]  # victims terminate slowly
     attempts = run.add(b.pod("g-1", requests={"nvidia.com/gpu": 4}, priority=1000, labels=b.gang_labels("g", 2)))
     return run, attempts
 
@@ -785,7 +785,7 @@ def test_a_gang_whose_victims_deletion_failed_preempts_again_at_once_not_after_i
     deleted is retried at once and preempts afresh each time — not held 10 s. Pinned here with
     podGroupBackoffSeconds 10 (config/gpu-cluster.yaml): the gang is never backed off."""
     run = _urgent_podgroup_on_a_full_node(cfg=config("config/gpu-cluster.yaml"))
-    run.replay._evict = lambda victims, preemptor: None
+    run.replay._evict = lambda victims, preemptor: None  # type: ignore[method-assign]
     first = run.add(*_serve_members())
     assert sorted(v.meta.name for a in first for v in a.preempted) == ["low-0", "low-1"]
     queue = run.scheduler.queue

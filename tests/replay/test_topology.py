@@ -10,6 +10,7 @@ import yaml
 from scheduler.api.config import SchedulerConfig, parse_config
 from scheduler.api.config_model import ConfigError
 from scheduler.core.objects import GangTopology
+from scheduler.core.plugins.topology import TopologyPlacement
 from scheduler.core.scheduler import Scheduler
 from scheduler.sim import builders as b
 from tests.helpers import BINPACK, Run
@@ -238,6 +239,7 @@ def test_a_preferred_rack_inside_a_required_key_that_is_not_a_level() -> None:
     """required zone (not a configured level) + preferred rack: racks inside the zone first."""
     run = Run(topology_config())
     plugin = run.replay.scheduler._engine.profiles["tessera"].placement
+    assert isinstance(plugin, TopologyPlacement)
     chains = [chain for chain, _ in plugin._climb(GangTopology(required="example.com/zone", preferred=RACK))]
     assert chains == [(BLOCK, RACK, "example.com/zone"), (BLOCK, "example.com/zone"), ("example.com/zone",)]
     unconfigured = [chain for chain, _ in plugin._climb(GangTopology(required=RACK, preferred="example.com/nvl"))]
