@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from scheduler.core.framework import prepare
-from scheduler.core.plugins.fit.balanced import NAME, balanced_resource_scorer
+from scheduler.core.plugins.fit.balanced import NAME, NodeResourcesBalancedAllocation, balanced_resource_scorer
 from scheduler.core.scheduler import Scheduler
 from scheduler.sim import builders as b
 from tests.property.test_invariants import _settings
@@ -66,7 +66,7 @@ def _scores(objects: list[dict[str, Any]], pod: dict[str, Any], batch: bool) -> 
     scheduler = Scheduler(config(RESOURCES), explain=True, batch=batch)
     for obj in (*objects, pod):
         scheduler.apply("ADDED", obj, now=0.0)
-    [attempt] = scheduler.schedule_next(0.0) or [None]
+    [attempt] = scheduler.schedule_next(0.0) or (None,)
     if attempt is None or attempt.scores is None:
         return None
     return {node: scores[NAME] for node, scores in attempt.scores.items()}
@@ -91,6 +91,7 @@ def test_the_per_node_form_is_upstreams_arithmetic_on_its_vectors(cluster: tuple
     for obj in (*objects, pending):
         scheduler.apply("ADDED", obj, now=0.0)
     plugin = scheduler.profiles["tessera"].plugins[NAME]
+    assert isinstance(plugin, NodeResourcesBalancedAllocation)
     state = scheduler.state
     ctx = prepare(state.pods[pending["metadata"]["uid"]], state.classes)
     # a class's request counts once the class is served (its devices are the pod's GPUs)

@@ -708,9 +708,9 @@ def holders(world: World) -> tuple[dict[Gpu, set[str]], dict[Gpu, dict[str, Frac
         if node and pod["status"].get("phase") not in ("Succeeded", "Failed"):
             count(pod["metadata"]["uid"], node, pod["metadata"].get("annotations"))
     for flight in world.flights:
-        pod = world.pods.get(flight.key)
-        if pod is not None and pod["metadata"]["uid"] == flight.uid and not pod["spec"].get("nodeName") \
-                and not pod["metadata"].get("deletionTimestamp"):
+        target = world.pods.get(flight.key)
+        if target is not None and target["metadata"]["uid"] == flight.uid and not target["spec"].get("nodeName") \
+                and not target["metadata"].get("deletionTimestamp"):
             count(f"{flight.uid} (Binding in flight, term {flight.term})", flight.node, flight.annotations)
     return whole, sliced
 

@@ -186,7 +186,7 @@ def test_preemption_keeps_its_promises(case: Case) -> None:
     minimum = dict(case.minimums)
     priorities = {r.name: r.priority for r in case.running}
     if case.slow_victims:
-        run.replay._evict = lambda victims, preemptor: None  # victims terminate but are not gone yet
+        run.replay._evict = lambda victims, preemptor: None  # type: ignore[method-assign]  # victims terminate but are not gone yet
     gang_before = _gang_counts(run)
     labels = b.gang_labels("hi", case.preemptor_min) if case.preemptors > 1 else None
     asks: dict[str, Any] = ({"limits": {SHARED: case.shared_units}} if case.shared_units
