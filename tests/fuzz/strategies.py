@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from hypothesis import HealthCheck, example, settings
 from hypothesis import strategies as st
@@ -59,7 +60,10 @@ def generate_known(bug: str) -> bool:
     return KNOWN != "exclude"
 
 
-def known_example(bug: str, *args: Any, **kwargs: Any) -> Any:
+_Test = TypeVar("_Test", bound=Callable[..., None])
+
+
+def known_example(bug: str, *args: Any, **kwargs: Any) -> Callable[[_Test], _Test]:
     """An explicit @example that triggers an already reported bug (dropped when excluded)."""
     if generate_known(bug):
         return example(*args, **kwargs)
@@ -112,10 +116,10 @@ def clean(value: Any) -> Any:
 # --- scalars -----------------------------------------------------------------------------------
 
 GIANT = "x" * 20_000
-GARBAGE = (None, True, False, 0, -1, 1, 2**63, -(2**70), 1.5, -0.0, float("nan"), float("inf"), "", " ", "x", "\u0000",
+GARBAGE: tuple[Any, ...] = (None, True, False, 0, -1, 1, 2**63, -(2**70), 1.5, -0.0, float("nan"), float("inf"), "", " ", "x", "\u0000",
            "\u00e9\u6f22\U0001f600", GIANT, "None", "true", "-1", "1e309", [], [None], [1, "a"], {}, {"a": 1},
            {"": None}, [{"a": [1]}], {"x": {"y": []}})
-unicode_text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=24)
+unicode_text = st.text(alphabet=st.characters(blacklist_categories=["Cs"]), min_size=1, max_size=24)
 json_scalars = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(),
                          st.text(max_size=12), st.just(GIANT))
 json_values = st.recursive(
@@ -152,7 +156,7 @@ def odd_names(pool: tuple[str, ...]) -> st.SearchStrategy[Any]:
 
 CANONICAL_QUANTITIES = ("0", "1", "2", "4", "100m", "250m", "500m", "1500m", "1Gi", "1.5Gi", "512Mi",
                         "32Gi", "1k", "2M", "1Ki", "64", "16Gi")
-ODD_QUANTITIES = (
+ODD_QUANTITIES: tuple[str, ...] = (
     "1e309", "-1", "0.0001m", "1KiMi", "1MiKi", "1Ki1", "", " ", "1.5.2", "1e", "e3", "0x10", "inf", "NaN",
     "Infinity", "1_000", "\u0663", "\uff19", "1e60", "1e61", "1e-61", "1e-60", "+.5", ".", "-0", "1E3", "1EB",
     "1GB", "1iB", "1Gi ", "\t1", "9" * 64, "9" * 65, "9" * 19, "9" * 30 + "Ei", "1Ei", "8Ei", "1e18", "1e1.5",

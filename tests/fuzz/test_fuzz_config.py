@@ -207,7 +207,7 @@ def test_load_config_random_bytes(data: bytes) -> None:
     _load_text(data)
 
 
-_BAD_CONFIGS = {
+_BAD_CONFIGS: dict[str, str | bytes] = {
     "percentage": f"apiVersion: {V1}\nkind: {KIND}\npercentageOfNodesToScore: 120\n",
     "duplicate-key": f"apiVersion: {V1}\nkind: {KIND}\nkind: {KIND}\n",
     "syntax": f"apiVersion: {V1}\nkind: [{KIND}\n",

@@ -139,7 +139,7 @@ def _run_cli(args: list[str]) -> tuple[int, str, str]:
         code = cli_main(args)
         sys.stdout.flush()
         sys.stderr.flush()
-    return code, out.buffer.getvalue().decode(), err.buffer.getvalue().decode()  # type: ignore[attr-defined]
+    return code, out.buffer.getvalue().decode(), err.buffer.getvalue().decode()
 
 
 def _is_json(line: bytes) -> bool:
