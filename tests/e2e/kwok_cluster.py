@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -43,7 +44,7 @@ async def cluster(kwok_plane: LocalControlPlane) -> AsyncIterator[tuple[Kube, No
     await asyncio.wait_for(loop.informers.wait_synced(), 30)
     kube = await Kube.connect(kwok_plane.kubeconfig)
 
-    async def nodes(count: int, gpus: int, model: str = "A100", **options: object) -> list[str]:
+    async def nodes(count: int, gpus: int, model: str = "A100", **options: Any) -> list[str]:
         return await asyncio.to_thread(kwok_plane.add_fake_gpu_nodes, count, gpus, model,
                                        prefix=f"kw{gpus}{model.lower()}", **options)
 

@@ -499,7 +499,8 @@ async def test_agent_restart_between_containers_keeps_them_apart(
         stub = node.kubelet.plugins[v100].stub
         response = await stub.Allocate(api_pb2.AllocateRequest(
             container_requests=[api_pb2.ContainerAllocateRequest(devices_ids=[slot])]), timeout=10)
-        return response.container_responses[0]
+        reply: api_pb2.ContainerAllocateResponse = response.container_responses[0]  # protobuf is untyped
+        return reply
 
     assert (await allocate("v100-0")).envs["NVIDIA_VISIBLE_DEVICES"] == devices[0]["uuid"]
     registrations = len(node.kubelet.registrations)

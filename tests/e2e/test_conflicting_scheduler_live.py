@@ -26,13 +26,14 @@ from scheduler.kube.leader import LeaderElector
 from scheduler.kube.loop import SchedulerLoop
 from scheduler.sim import builders as b
 from tests.e2e.live import Kube, eventually
+from tests.helpers import LeaseTimings
 
 if TYPE_CHECKING:  # the generated client's package stays unimported (scheduler/kube/lean_client.py)
     from kubernetes_asyncio.client import ApiClient
 
 NODES = "/api/v1/nodes"
 LEASE_NAMESPACE = "kube-system"
-TIMINGS = {"lease_duration": 6.0, "renew_deadline": 2.0, "retry_period": 0.5}
+TIMINGS: LeaseTimings = {"lease_duration": 6.0, "renew_deadline": 2.0, "retry_period": 0.5}
 
 
 def _install(identity: str, lease: str, http: KubeHttp, watch_http: KubeHttp,

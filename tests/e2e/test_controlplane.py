@@ -202,9 +202,10 @@ async def test_a_negative_device_capacity_is_rejected(kube: Any, memory: str | i
     """A new user's trial: `capacity: {memory: "-16Gi"}` was created (the quantity pattern admits
     a sign) and the scheduler handed the device out."""
     custom: Any = client.CustomObjectsApi(kube)
-    device = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "ExtendedResource", "metadata": {"name": "negative"},
-              "spec": {"nodeName": "n", "resourceName": "nvidia.com/gpu", "deviceID": "GPU-negative",
-                       "capacity": {"memory": memory, "cores": 100}}}
+    device: dict[str, Any] = {
+        "apiVersion": f"{GROUP}/{VERSION}", "kind": "ExtendedResource", "metadata": {"name": "negative"},
+        "spec": {"nodeName": "n", "resourceName": "nvidia.com/gpu", "deviceID": "GPU-negative",
+                 "capacity": {"memory": memory, "cores": 100}}}
     with pytest.raises(ApiException) as caught:
         await custom.create_cluster_custom_object(GROUP, VERSION, "extendedresources", device)
     assert caught.value.status == 422

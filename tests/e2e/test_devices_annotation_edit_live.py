@@ -101,7 +101,7 @@ async def test_an_edited_devices_annotation_keeps_both_gpus_held_and_warns(
         await kubectl.call("DELETE", f"/api/v1/namespaces/{namespace}/pods/longv?gracePeriodSeconds=0")
 
         async def thief_bound() -> str:
-            return (await _pod(kubectl, namespace, "thief"))["spec"].get("nodeName", "")
+            return str((await _pod(kubectl, namespace, "thief"))["spec"].get("nodeName", ""))
 
         assert await eventually(thief_bound) == "edit-1"  # both released with their holder
         # the Binding and the agent's Allocated were no edit: one warning, for the one edit
@@ -235,7 +235,7 @@ async def test_a_held_gpus_resource_name_edited_while_no_scheduler_runs_keeps_it
             await kubectl.create_pod(namespace, b.pod("one", limits={"nvidia.com/gpu": 1}, spec_extra=on_node))
 
             async def one_bound() -> str:
-                return (await _pod(kubectl, namespace, "one"))["spec"].get("nodeName", "")
+                return str((await _pod(kubectl, namespace, "one"))["spec"].get("nodeName", ""))
 
             assert await eventually(one_bound) == "renamed-1"  # the other GPU is free
             assert not (await _pod(kubectl, namespace, "two"))["spec"].get("nodeName")

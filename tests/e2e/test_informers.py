@@ -125,7 +125,8 @@ def manifest(kind: ResourceKind, name: str, tag: str) -> dict[str, Any]:
         CLAIMS: {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
         VOLUMES: {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "hostPath": {"path": f"/tmp/{name}"}},
     }
-    top_level = {PRIORITY_CLASSES: {"value": 1000}, STORAGE_CLASSES: {"provisioner": "example.com/e2e-informers"}}
+    top_level: dict[ResourceKind, dict[str, Any]] = {PRIORITY_CLASSES: {"value": 1000},
+                                                     STORAGE_CLASSES: {"provisioner": "example.com/e2e-informers"}}
     if kind in top_level:  # no spec: their fields are at the top level
         return {"apiVersion": kind.api_version, "kind": kind.kind, "metadata": {"name": name, "labels": {LABEL: tag}},
                 **top_level[kind]}

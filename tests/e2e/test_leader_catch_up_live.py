@@ -24,10 +24,11 @@ from scheduler.kube.leader import LeaderElector
 from scheduler.kube.loop import SchedulerLoop
 from scheduler.sim import builders as b
 from tests.e2e.live import Kube, LaggingPodWatch, eventually
+from tests.helpers import LeaseTimings
 
 NODES = "/api/v1/nodes"
 LEASE_NAMESPACE = "kube-system"
-TIMINGS = {"lease_duration": 3.0, "renew_deadline": 2.0, "retry_period": 0.5}
+TIMINGS: LeaseTimings = {"lease_duration": 3.0, "renew_deadline": 2.0, "retry_period": 0.5}
 
 
 async def _bound(kubectl: Kube, namespace: str) -> dict[str, str]:

@@ -140,7 +140,7 @@ async def test_default_scheduler_and_tessera_share_the_cluster(tessera: Any, kub
     await kubectl.create_pod(namespace, plain)
     await eventually(lambda: _all_bound(kubectl, namespace, 2))
 
-    async def scheduled_by() -> dict[str, str] | None:  # Events are written asynchronously
+    async def scheduled_by() -> dict[str, str | None] | None:  # Events are written asynchronously
         events = await kubectl.events(namespace)
         found = {e["regarding"]["name"]: e.get("reportingController") for e in events if e["reason"] == "Scheduled"}
         return found if len(found) == 2 else None

@@ -79,8 +79,8 @@ async def test_prescore_and_score_are_disabled_apart_as_in_kube_scheduler(tesser
             await kubectl.create_pod(namespace, b.pod(f"{scheduler}-{case}", scheduler=f"{scheduler}-{case}",
                                                       requests={"cpu": "100m"}, spec_extra=PREFERRED))
     for case, (_, note) in CASES.items():
-        upstream = await eventually(lambda case=case: _note(kubectl, namespace, f"upstream-{case}"))
-        ours = await eventually(lambda case=case: _note(kubectl, namespace, f"tessera-{case}"))
+        upstream = await eventually(lambda: _note(kubectl, namespace, f"upstream-{case}"))
+        ours = await eventually(lambda: _note(kubectl, namespace, f"tessera-{case}"))
         assert (case, ours) == (case, upstream) == (case, note)
     pods = await kubectl.pods(namespace)
     assert not any(pod["spec"].get("nodeName") for pod in pods.values())

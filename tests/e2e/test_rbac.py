@@ -60,12 +60,12 @@ from scheduler.kube.informers import (
 )
 from scheduler.kube.leader import LEASES
 from scheduler.sim import builders as b
+from tests.deploy_manifests import deploy_documents
 from tests.e2e.live import TesseraProcess, creatable, eventually
 from tests.e2e.test_deploy import (
     SYSTEM_NAMESPACE,
     assert_no_secrets,
     call_as,
-    deploy_documents,
     fetch,
     find,
     forbidden_by_rbac,
