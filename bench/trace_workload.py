@@ -162,7 +162,12 @@ def parse_spec(raw: str) -> tuple[str, ...]:
 def read_pods(path: Path) -> list[TracePod]:
     """Trace pods in name order. gpu_milli > 1000 counts as 1000 (as FGD's pod_csv_to_yaml.py)."""
     pods = []
+    lines: dict[str, str] = {}  # name -> its line: a second row of a name is one pod to the core, two to the ledger
     for where, row in _rows(path, POD_COLUMNS[:-1]):  # gpu_spec may be left out: any model
+        name = (row["name"] or "").strip()
+        if name in lines:
+            raise TraceError(f"{where}: column name: {name} is already on line {lines[name]}; pod names must be unique")
+        lines[name] = where.rsplit(":", 1)[1]
         num_gpu = _int(row, "num_gpu", where)
         gpu_milli = min(_int(row, "gpu_milli", where), MILLI) if num_gpu else 0
         if num_gpu and gpu_milli == 0:
@@ -170,7 +175,7 @@ def read_pods(path: Path) -> list[TracePod]:
         if num_gpu > 1 and gpu_milli < MILLI:
             raise TraceError(f"{where}: gpu_milli={gpu_milli} < 1000 is only valid with num_gpu == 1 "
                              f"(got num_gpu={num_gpu})")
-        pods.append(TracePod((row["name"] or "").strip(), _int(row, "cpu_milli", where),
+        pods.append(TracePod(name, _int(row, "cpu_milli", where),
                              _int(row, "memory_mib", where), num_gpu, gpu_milli,
                              parse_spec(row.get("gpu_spec") or "")))
     return sorted(pods, key=lambda p: p.name)

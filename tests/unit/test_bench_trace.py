@@ -71,6 +71,16 @@ def test_bad_rows_name_the_file_and_line(tmp_path: Path) -> None:
         read_nodes(write(tmp_path / "n.csv", "sn,cpu_milli\nx,1\n"))
 
 
+def test_a_duplicate_pod_name_is_refused_with_both_lines(tmp_path: Path) -> None:
+    """A capacity planner's trial: a second `p-0000` row crashed the run with the core's
+    LedgerMismatch traceback (the two pods are one object to the core, two to the ledger)."""
+    path = write(tmp_path / "p.csv", POD_HEADER + "p-0000,1000,1024,1,1000,,LS,Running,0,1,0\n"
+                 + "p-0001,1000,1024,1,1000,,LS,Running,0,1,0\n" + "p-0000,1000,1024,1,1000,,LS,Running,0,1,0\n")
+    with pytest.raises(TraceError, match=r"p\.csv:4: column name: p-0000 is already on line 2; pod names must be "
+                                         r"unique"):
+        read_pods(path)
+
+
 # --- arrival order: shuffle and inflation ----------------------------------------------------
 
 
