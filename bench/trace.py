@@ -29,8 +29,8 @@ from bench.trace_report import SUITE_REFERENCE, REFERENCE, markdown_table, plot,
 from bench.trace_run import RunResult, run_offline, run_once
 from bench.trace_slices import slice_reference
 from bench.trace_workload import (NODE_COLUMNS, POD_COLUMNS, POD_COLUMNS_NOT_NEEDED, TraceError, TraceNode, TracePod,
-                                  arrival_sequence, offline_order, read_nodes, read_pods, subsample, unknown_models,
-                                  unread_columns)
+                                  arrival_sequence, offline_order, pod_lines, read_nodes, read_pods, subsample,
+                                  unknown_models, unplaceable, unread_columns)
 from scheduler.api.config import ConfigError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -39,6 +39,7 @@ NODES_CSV = "openb_node_list_gpu_node.csv"
 PODS_CSV = "openb_pod_list_default.csv"
 DEFAULT_OUT = REPO_ROOT / "bench" / "out" / "trace"
 QUICK_STEP = 10  # --quick keeps every 10th node and every 10th pod
+UNPLACEABLE_SHOWN = 3  # pods named in the warning about pods no node can hold; the rest are counted
 # bench/README.md "Getting the trace": the Alibaba trace's terms, carried by what is made from it
 DATA_ATTRIBUTION = ("Data: Alibaba cluster-trace-gpu-v2023 (github.com/alibaba/clusterdata), research/study use only; "
                     "cite Q. Weng et al., Beware of Fragmentation: Scheduling GPU-Sharing Workloads with Fragmentation "
@@ -277,8 +278,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 def input_warnings(nodes_path: Path, nodes: Sequence[TraceNode], traces: dict[str, str],
                    pods: dict[str, list[TracePod]]) -> list[str]:
     """What a custom CSV gets wrong without an error: columns that are not read (a `model`
-    column where `gpu_spec` was meant), and `gpu_spec` models no node has (a typo: those pods
-    never fit), with the pods per model. `traces`: each trace's source, a file or how it was built."""
+    column where `gpu_spec` was meant), `gpu_spec` models no node has (a typo: those pods
+    never fit), with the pods per model, and pods no node can hold (one warning per trace with
+    the count and the first rows: a shipped variant has two). `traces`: each trace's source, a
+    file or how it was built."""
     said = []
     sources = [(nodes_path, NODE_COLUMNS, ())] + [(Path(source), POD_COLUMNS, POD_COLUMNS_NOT_NEEDED)
                                                  for source in traces.values() if Path(source).is_file()]
@@ -295,6 +298,21 @@ def input_warnings(nodes_path: Path, nodes: Sequence[TraceNode], traces: dict[st
             listed = ", ".join(f"{model} ({count} pod{'' if count == 1 else 's'})" for model, count in unknown.items())
             said.append(f"{traces.get(name, name)}: gpu_spec names GPU models no node has: {listed}; the nodes have "
                         f"{models} (a pod none of whose models a node has never fits)")
+        never = unplaceable(nodes, rows)
+        if never:
+            source = traces.get(name, name)
+            is_file = Path(source).is_file()
+            lines = pod_lines(Path(source)) if is_file else {}
+            shown = ", ".join(f"{lines[pod.name] + ' ' if pod.name in lines else ''}{pod.name} ({pod.num_gpu} "
+                              f"GPU{'' if pod.num_gpu == 1 else 's'}"
+                              f"{' of ' + '|'.join(pod.gpu_spec) if pod.num_gpu and pod.gpu_spec else ''}, "
+                              f"{pod.cpu_milli}m CPU, {pod.memory_mib}Mi)" for pod in never[:UNPLACEABLE_SHOWN])
+            more = f" and {len(never) - UNPLACEABLE_SHOWN} more" if len(never) > UNPLACEABLE_SHOWN else ""
+            label = source if is_file else f"{name} ({source})"
+            said.append(f"{label}: {len(never)} pod{'' if len(never) == 1 else 's'} no node can ever hold (no node "
+                        f"has enough GPUs of their models, CPU and memory at once): {shown}{more}; the nodes hold at "
+                        f"most {max(n.gpus for n in nodes)} GPUs, {max(n.cpu_milli for n in nodes)}m CPU, "
+                        f"{max(n.memory_mib for n in nodes)}Mi")
     return said
 
 

@@ -92,24 +92,35 @@ POD_COLUMNS_NOT_NEEDED = ("qos", "pod_phase", "creation_time", "deletion_time", 
 
 
 def _int(row: dict[str, str], column: str, where: str) -> int:
+    """A required non-negative integer: an empty field or `4000.5` is refused, not read as 0 or
+    cut to 4000 (a capacity planner's trial got both without a word)."""
     raw = (row.get(column) or "").strip()
+    if not raw:
+        raise TraceError(f"{where}: column {column}: empty (an integer is required)")
     try:
-        value = int(float(raw)) if raw else 0
+        value = int(raw)
     except ValueError:
-        raise TraceError(f"{where}: column {column}: {raw!r} is not a number") from None
+        raise TraceError(f"{where}: column {column}: {raw!r} is not an integer") from None
     if value < 0:
         raise TraceError(f"{where}: column {column}: {value} is negative")
     return value
 
 
 def _rows(path: Path, required: Sequence[str]) -> Iterable[tuple[str, dict[str, str]]]:
+    """Each row with its `file:line`; a row with more or fewer fields than the header is refused
+    (a short row would otherwise read its missing fields as empty: a GPU pod turned CPU-only)."""
     with path.open(newline="", encoding="utf-8") as handle:
         reader = csv.DictReader(handle)
-        missing = [c for c in required if c not in (reader.fieldnames or ())]
+        header = reader.fieldnames or ()
+        missing = [c for c in required if c not in header]
         if missing:
             raise TraceError(f"{path}: missing column(s) {', '.join(missing)}")
-        for number, row in enumerate(reader, start=2):
-            yield f"{path}:{number}", row
+        for row in reader:
+            where = f"{path}:{reader.line_num}"
+            fields = sum(value is not None for key, value in row.items() if key is not None) + len(row.get(None) or ())
+            if fields != len(header):
+                raise TraceError(f"{where}: {fields} fields, the header has {len(header)}")
+            yield where, row
 
 
 def read_nodes(path: Path) -> list[TraceNode]:
@@ -155,21 +166,46 @@ def unknown_models(nodes: Iterable[TraceNode], pods: Iterable[TracePod]) -> dict
     return dict(sorted(counts.items()))
 
 
+def unplaceable(nodes: Sequence[TraceNode], pods: Iterable[TracePod]) -> list[TracePod]:
+    """Pods no node can ever hold: none has their GPU count (of a model they allow), CPU and
+    memory at once, so they only show as failures. A pod whose every `gpu_spec` model no node
+    has is left to `unknown_models`, which names the models."""
+    known = {node.model for node in nodes}
+
+    def holds(node: TraceNode, pod: TracePod) -> bool:
+        return (node.gpus >= pod.num_gpu and node.cpu_milli >= pod.cpu_milli and node.memory_mib >= pod.memory_mib
+                and not (pod.num_gpu and pod.gpu_spec and node.model not in pod.gpu_spec))
+
+    return [pod for pod in pods if (not pod.gpu_spec or known & set(pod.gpu_spec))
+            and not any(holds(node, pod) for node in nodes)]
+
+
+def pod_lines(path: Path) -> dict[str, str]:
+    """Pod name -> `file:line` of its row (names are unique: `read_pods` refuses a repeat)."""
+    return {(row["name"] or "").strip(): where for where, row in _rows(path, ("name",))}
+
+
 def parse_spec(raw: str) -> tuple[str, ...]:
     return tuple(sorted({m.strip() for m in raw.split("|") if m.strip()}))
 
 
 def read_pods(path: Path) -> list[TracePod]:
-    """Trace pods in name order. gpu_milli > 1000 counts as 1000 (as FGD's pod_csv_to_yaml.py)."""
+    """Trace pods in name order. gpu_milli above 1000 is refused, not clamped as FGD's
+    pod_csv_to_yaml.py does: the trace's README defines it per GPU, 1000 for a whole one."""
     pods = []
     lines: dict[str, str] = {}  # name -> its line: a second row of a name is one pod to the core, two to the ledger
     for where, row in _rows(path, POD_COLUMNS[:-1]):  # gpu_spec may be left out: any model
         name = (row["name"] or "").strip()
+        if not name:
+            raise TraceError(f"{where}: column name: empty pod name")
         if name in lines:
             raise TraceError(f"{where}: column name: {name} is already on line {lines[name]}; pod names must be unique")
         lines[name] = where.rsplit(":", 1)[1]
-        num_gpu = _int(row, "num_gpu", where)
-        gpu_milli = min(_int(row, "gpu_milli", where), MILLI) if num_gpu else 0
+        num_gpu, gpu_milli = _int(row, "num_gpu", where), _int(row, "gpu_milli", where)
+        if gpu_milli > MILLI:
+            raise TraceError(f"{where}: column gpu_milli: {gpu_milli} is above {MILLI} (thousandths of one GPU: "
+                             f"{MILLI} is a whole GPU)")
+        gpu_milli = gpu_milli if num_gpu else 0
         if num_gpu and gpu_milli == 0:
             raise TraceError(f"{where}: num_gpu={num_gpu} but gpu_milli is 0")
         if num_gpu > 1 and gpu_milli < MILLI:

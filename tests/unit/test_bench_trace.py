@@ -81,6 +81,53 @@ def test_a_duplicate_pod_name_is_refused_with_both_lines(tmp_path: Path) -> None
         read_pods(path)
 
 
+@pytest.mark.parametrize(("row", "error"), [
+    ("bad-short,4000,16384", r"p\.csv:3: 3 fields, the header has 11"),
+    ("bad-long,4000,16384,1,1000,,LS,Running,0,0,0,extra", r"p\.csv:3: 12 fields, the header has 11"),
+    (",4000,16384,1,1000,,LS,Running,0,0,0", r"p\.csv:3: column name: empty pod name"),
+    ("bad-empty,4000,,1,1000,,LS,Running,0,0,0", r"p\.csv:3: column memory_mib: empty \(an integer is required\)"),
+    ("bad-frac,4000.5,16384,1,1000,,LS,Running,0,0,0", r"p\.csv:3: column cpu_milli: '4000\.5' is not an integer"),
+    ("bad-milli,4000,16384,1,1500,,LS,Running,0,0,0",
+     r"p\.csv:3: column gpu_milli: 1500 is above 1000 \(thousandths of one GPU: 1000 is a whole GPU\)"),
+    ("bad-cpu-milli,4000,16384,0,x,,LS,Running,0,0,0", r"p\.csv:3: column gpu_milli: 'x' is not an integer"),
+])
+def test_malformed_pod_rows_are_refused_at_their_line(tmp_path: Path, row: str, error: str) -> None:
+    """A capacity planner's trial: each of these rows was accepted without a word — a short row
+    became a CPU-only pod, empty fields read as 0, an empty name passed, 4000.5 was cut to 4000,
+    1500 milli-GPU was clamped to 1000 (the trace's README: gpu_milli is per GPU, at most 1000)."""
+    path = write(tmp_path / "p.csv", POD_HEADER + "p-0000,1000,1024,1,1000,,LS,Running,0,1,0\n" + row + "\n")
+    with pytest.raises(TraceError, match=error):
+        read_pods(path)
+
+
+def test_pods_no_node_can_hold_are_warned_about_once_per_file_with_their_lines(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A capacity planner's trial: a 9-GPU pod on 8-GPU nodes and a 999-core pod ran silently and
+    simply never fit. One warning per file, with the count and the first rows' file:line."""
+    nodes = write(tmp_path / "nodes.csv", NODE_HEADER + "".join(f"n-{i},64000,262144,8,A100\n" for i in range(4)))
+    rows = "".join(f"job-{i:02d},4000,8192,1,1000,,LS,Running,0,1,0\n" for i in range(10))
+    pods = write(tmp_path / "pods.csv", POD_HEADER + rows + "bad-nine,4000,16384,9,1000,,LS,Running,0,0,0\n"
+                 + "bad-huge,999000,16384,1,1000,,LS,Running,0,0,0\n"
+                 + "bad-model,4000,16384,2,1000,A100,LS,Running,0,0,0\n"
+                 + "bad-mem,4000,999999,0,0,,LS,Running,0,0,0\n" + "bad-typo,4000,16384,1,1000,A1OO,LS,Running,0,0,0\n")
+    assert trace.main(["--nodes", str(nodes), "--pods", str(pods), "--seeds", "42", "--policies", "first-fit",
+                       "--jobs", "1", "--out", str(tmp_path / "out")]) == 0
+    err = capsys.readouterr().err
+    assert (f"bench.trace: warning: {pods}: 3 pods no node can ever hold (no node has enough GPUs of their "
+            f"models, CPU and memory at once): {pods}:13 bad-huge (1 GPU, 999000m CPU, 16384Mi), "
+            f"{pods}:15 bad-mem (0 GPUs, 4000m CPU, 999999Mi), {pods}:12 bad-nine (9 GPUs, 4000m CPU, 16384Mi); "
+            "the nodes hold at most 8 GPUs, 64000m CPU, 262144Mi\n") in err, err
+    assert err.count("no node can ever hold") == 1 and "A1OO (1 pod)" in err  # the typo has its own warning
+    rows += "".join(f"big-{i},999000,16384,0,0,,LS,Running,0,0,0\n" for i in range(5))
+    pods = write(tmp_path / "pods.csv", POD_HEADER + rows)
+    assert trace.main(["--nodes", str(nodes), "--pods", str(pods), "--seeds", "42", "--policies", "first-fit",
+                       "--jobs", "1", "--out", str(tmp_path / "out")]) == 0
+    err = capsys.readouterr().err
+    assert (f"warning: {pods}: 5 pods no node can ever hold (no node has enough GPUs of their models, CPU and "
+            f"memory at once): {pods}:12 big-0 (0 GPUs, 999000m CPU, 16384Mi), {pods}:13 big-1 (0 GPUs, 999000m CPU, "
+            f"16384Mi), {pods}:14 big-2 (0 GPUs, 999000m CPU, 16384Mi) and 2 more;") in err, err
+
+
 # --- arrival order: shuffle and inflation ----------------------------------------------------
 
 
@@ -594,7 +641,8 @@ def test_one_seed_is_said_not_comparable_and_the_outputs_carry_the_data_attribut
     """A capacity planner's trial read a one-seed table beside the paper's ten-seed medians with
     nothing saying they do not compare; results.json and the PNG made from the Alibaba trace did
     not carry its terms (research use, cite), which bench/README.md gives."""
-    nodes, pods = _planner_files(tmp_path, POD_HEADER, "V100")
+    header = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\n"  # the rows' six columns
+    nodes, pods = _planner_files(tmp_path, header, "V100")
     nodes.rename(tmp_path / trace.NODES_CSV)
     pods.rename(tmp_path / trace.PODS_CSV)
     monkeypatch.setenv(trace.TRACE_DIR_ENV, str(tmp_path))
@@ -611,7 +659,7 @@ def test_one_seed_is_said_not_comparable_and_the_outputs_carry_the_data_attribut
     assert trace.main(["--seeds", "42,43", "--policies", "first-fit", "--jobs", "1", "--out", str(out)]) == 0
     assert "One seed" not in capsys.readouterr().out
     # a custom CSV is not Alibaba's data: no attribution
-    custom_nodes, custom_pods = _planner_files(tmp_path, POD_HEADER, "V100")
+    custom_nodes, custom_pods = _planner_files(tmp_path, header, "V100")
     assert trace.main(["--nodes", str(custom_nodes), "--pods", str(custom_pods), "--seeds", "42", "--policies",
                        "first-fit", "--jobs", "1", "--out", str(out)]) == 0
     assert json.loads((out / "results.json").read_text())["data"] is None
