@@ -7,6 +7,7 @@ beside ours so the comparison is on one screen.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,8 @@ REFERENCE: dict[str, Any] = {
     "workload": "openb_pod_list_default.csv",
     "unallocated_gpu_pct_at_100": {"FGD": 4.77, "BestFit": 7.09, "DotProd": 9.44, "Random": 13.75},
 }
+
+FOOTER_POINTS = 6.5  # the attribution line's font size
 
 METRICS = ("unallocated_gpu_pct_at_100", "allocation_pct_at_first_failure", "final_allocation_pct",
            "pods_per_second")
@@ -88,33 +91,77 @@ def markdown_table(policies: Mapping[str, Mapping[str, Any]], with_reference: bo
     return "\n".join(lines)
 
 
-def _save(fig: Any, path: Path, note: str) -> None:
-    """Write the figure, `note` (the data's attribution, when it is the Alibaba trace) as a line
-    at its foot and as the PNG's Description."""
+def _finish(fig: Any, note: str) -> None:
+    """Lay the figure out with `note` (the data's attribution, when it is the Alibaba trace) as a
+    line at its foot."""
     if note:
-        fig.text(0.5, 0.004, note, ha="center", va="bottom", fontsize=6.5, color="dimgrey")
-        fig.tight_layout(rect=(0, 0.03, 1, 1))
+        # wrapped to the figure's width: one line of it was wider and lost both ends
+        text = textwrap.fill(note, int(fig.get_figwidth() * 72 / (FOOTER_POINTS * 0.6)))
+        fig.text(0.5, 0.004, text, ha="center", va="bottom", fontsize=FOOTER_POINTS, color="dimgrey")
+        height = (text.count("\n") + 1) * FOOTER_POINTS * 1.3 / (fig.get_figheight() * 72)
+        fig.tight_layout(rect=(0, height + 0.01, 1, 1))
     else:
         fig.tight_layout()
+
+
+def _save(fig: Any, path: Path, note: str) -> None:
+    """Write the figure, with `note` (see `_finish`) as the PNG's Description, and close it."""
+    import matplotlib.pyplot as plt
+
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, metadata={"Description": note} if note else None)
+    plt.close(fig)
 
 
-def plot(policies: Mapping[str, Mapping[str, Any]], path: Path, title: str, note: str = "") -> None:
-    """Allocated GPU % vs arrived GPU demand % (median over seeds), one line per policy; `note`:
-    see `_save`."""
+def _figure(width: float) -> tuple[Any, Any]:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(9, 5.5), dpi=120)
+    return plt.subplots(figsize=(width, 5.5), dpi=120)
+
+
+def plot(policies: Mapping[str, Mapping[str, Any]], path: Path, title: str, note: str = "") -> None:
+    """allocation.png: see `allocation_figure`."""
+    _save(allocation_figure(policies, title, note), path, note)
+
+
+def identical_curves(policies: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
+    """Policy -> the earlier policy whose allocation curve is the same, point for point (on a
+    small trace different scorings often coincide; drawn alike, the earlier line was hidden)."""
+    first: dict[tuple[tuple[float, ...], tuple[float, ...]], str] = {}
+    same = {}
+    for name, entry in policies.items():
+        curve = entry["allocation_curve"]
+        key = (tuple(curve["arrived_gpu_pct"]), tuple(curve["allocated_gpu_pct_median"]))
+        if key in first:
+            same[name] = first[key]
+        else:
+            first[key] = name
+    return same
+
+
+def allocation_figure(policies: Mapping[str, Mapping[str, Any]], title: str, note: str = "") -> Any:
+    """Allocated GPU % vs arrived GPU demand % (median over seeds), one line per policy; `note`:
+    see `_finish`."""
+    fig, ax = _figure(9)
     ax.plot([0, 100, 130], [0, 100, 100], linestyle=":", color="grey", label="ideal")
-    styles = ("-", "--", "-.", (0, (1, 1)), (0, (5, 1, 1, 1, 1, 1)))  # identical curves stay visible
+    same = identical_curves(policies)
+    styles = ("-", "--", "-.", (0, (1, 1)), (0, (5, 1, 1, 1, 1, 1)))  # near-identical curves stay visible
+
+    def style(i: int, name: str) -> dict[str, Any]:
+        """A curve identical to an earlier one is drawn as markers over it, so both show."""
+        if name in same:
+            return {"linestyle": "None", "marker": "os^vD"[i % 5], "markersize": 4, "markevery": 0.05,
+                    "color": f"C{i}"}
+        return {"linestyle": styles[i % len(styles)], "color": f"C{i}"}
+
     for i, (name, entry) in enumerate(policies.items()):
         curve = entry["allocation_curve"]
-        ax.plot(curve["arrived_gpu_pct"], curve["allocated_gpu_pct_median"], label=name, linewidth=1.6,
-                linestyle=styles[i % len(styles)], color=f"C{i}")
+        label = f"{name} (= {same[name]})" if name in same else name
+        ax.plot(curve["arrived_gpu_pct"], curve["allocated_gpu_pct_median"], label=label, linewidth=1.6,
+                **style(i, name))
     ax.axvline(100, linestyle="--", color="grey", alpha=0.6)
     ax.set_xlabel("arrived GPU demand (% of cluster GPU capacity)")
     ax.set_ylabel("allocated GPUs (% of capacity, median over seeds)")
@@ -123,19 +170,20 @@ def plot(policies: Mapping[str, Mapping[str, Any]], path: Path, title: str, note
     ax.set_ylim(0, 100)
     ax.grid(linestyle="-.", alpha=0.5)
     ax.legend(loc="lower right")
-    inset = ax.inset_axes((0.08, 0.5, 0.38, 0.42))  # the region the headline metric lives in
+    # the region the headline metric lives in, zoomed; placed above the diagonal, where no curve
+    # goes (allocated never exceeds arrived)
+    inset = ax.inset_axes((0.07, 0.57, 0.3, 0.37))
     inset.plot([80, 100, 130], [80, 100, 100], linestyle=":", color="grey")
-    for i, entry in enumerate(policies.values()):
+    for i, (name, entry) in enumerate(policies.items()):
         curve = entry["allocation_curve"]
-        inset.plot(curve["arrived_gpu_pct"], curve["allocated_gpu_pct_median"], linewidth=1.2,
-                   linestyle=styles[i % len(styles)], color=f"C{i}")
+        inset.plot(curve["arrived_gpu_pct"], curve["allocated_gpu_pct_median"], linewidth=1.2, **style(i, name))
     inset.axvline(100, linestyle="--", color="grey", alpha=0.6)
     inset.set_xlim(80, 130)
     inset.set_ylim(75, 100)
     inset.tick_params(labelsize=7)
     inset.grid(linestyle="-.", alpha=0.4)
-    _save(fig, path, note)
-    plt.close(fig)
+    _finish(fig, note)
+    return fig
 
 
 # The FGD paper artifact's published figures for the suite's traces (median of seeds 42-51,
@@ -193,16 +241,18 @@ def _difference(median: float | None, reference: float | None) -> str:
 def suite_plot(by_trace: Mapping[str, Mapping[str, Mapping[str, Any]]],
                slices: Mapping[str, Mapping[str, Mapping[str, float | None]]],
                published: Mapping[str, Mapping[str, float]], path: Path, title: str, note: str = "") -> None:
+    """suite.png: see `suite_figure`."""
+    _save(suite_figure(by_trace, slices, published, title, note), path, note)
+
+
+def suite_figure(by_trace: Mapping[str, Mapping[str, Mapping[str, Any]]],
+                 slices: Mapping[str, Mapping[str, Mapping[str, float | None]]],
+                 published: Mapping[str, Mapping[str, float]], title: str, note: str = "") -> Any:
     """Unallocated GPU % per trace: one bar per policy (median, min–max whiskers), the paper's
-    FGD and BestFit and the slice-packing references as markers; `note`: see `_save`."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    FGD and BestFit and the slice-packing references as markers; `note`: see `_finish`."""
     traces = list(by_trace)
     names = list(dict.fromkeys(name for policies in by_trace.values() for name in policies))
-    fig, ax = plt.subplots(figsize=(max(9.0, 0.7 * len(traces) * max(1, len(names))), 5.5), dpi=120)
+    fig, ax = _figure(max(9.0, 0.7 * len(traces) * max(1, len(names))))
     width = 0.8 / max(1, len(names))
     for i, name in enumerate(names):
         xs, medians, low, high = [], [], [], []
@@ -232,6 +282,7 @@ def suite_plot(by_trace: Mapping[str, Mapping[str, Mapping[str, Any]]],
     ax.set_ylabel("unallocated GPU % at 100 % arrived")
     ax.set_title(title)
     ax.grid(axis="y", linestyle="-.", alpha=0.5)
-    ax.legend(loc="upper left")
-    _save(fig, path, note)
-    plt.close(fig)
+    # beside the axes: inside, it covered the default trace's bars
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, fontsize=8)
+    _finish(fig, note)
+    return fig

@@ -664,3 +664,70 @@ def test_one_seed_is_said_not_comparable_and_the_outputs_carry_the_data_attribut
                        "first-fit", "--jobs", "1", "--out", str(out)]) == 0
     assert json.loads((out / "results.json").read_text())["data"] is None
     assert trace.DATA_ATTRIBUTION.encode() not in (out / "allocation.png").read_bytes()
+
+
+# --- figures ---------------------------------------------------------------------------------
+
+
+def _curve_entry(scale: float) -> dict[str, Any]:
+    arrived = [float(x) for x in range(0, 131)]
+    return {"allocation_curve": {"arrived_gpu_pct": arrived,
+                                 "allocated_gpu_pct_median": [min(100.0, x * scale) for x in arrived]}}
+
+
+def _inside_figure(fig: Any, artist: Any) -> bool:
+    box = artist.get_window_extent(fig.canvas.get_renderer())
+    return bool(box.x0 >= 0 and box.y0 >= 0 and box.x1 <= fig.bbox.width and box.y1 <= fig.bbox.height)
+
+
+def test_the_allocation_figure_shows_identical_curves_and_keeps_inset_and_footer_clear() -> None:
+    """A capacity planner's trial: in allocation.png tessera-default and least-allocated were
+    hidden under identical later curves of the same line style, the inset covered the main curve
+    around 45-58 % arrived, and the `Data:` footer was cut at both edges."""
+    from bench.trace_report import allocation_figure
+
+    policies = {name: _curve_entry(scale) for name, scale in (
+        ("tessera-default", 0.97), ("least-allocated", 0.8), ("most-allocated", 0.99), ("rtcr-binpack", 0.98),
+        ("first-fit", 0.9), ("whole-nodes", 0.97), ("spread", 0.8))}
+    fig = allocation_figure(policies, "a title", trace.DATA_ATTRIBUTION)
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    labels = [text.get_text() for text in ax.get_legend().get_texts()]
+    assert "whole-nodes (= tessera-default)" in labels and "spread (= least-allocated)" in labels, labels
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    for copy, first in (("whole-nodes (= tessera-default)", "tessera-default"),
+                        ("spread (= least-allocated)", "least-allocated")):
+        # the copy is drawn as markers over the first's line, which stays visible
+        assert lines[copy].get_linestyle() == "None" and lines[copy].get_marker() not in ("None", None, "")
+        assert lines[first].get_linestyle() != "None"
+    inset, = ax.child_axes
+    covered = inset.get_tightbbox(fig.canvas.get_renderer())
+    for line in ax.get_lines():
+        points = ax.transData.transform(line.get_xydata())
+        assert not any(covered.contains(x, y) for x, y in points), line.get_label()
+    footer, = fig.texts
+    assert footer.get_text().replace("\n", " ") == trace.DATA_ATTRIBUTION and _inside_figure(fig, footer)
+
+
+def test_the_suite_figure_keeps_its_legend_off_the_bars_and_its_footer_inside() -> None:
+    """A capacity planner's trial: suite.png's legend covered the default trace's most-allocated
+    bar, and the `Data:` footer was cut at both edges."""
+    from bench.trace_report import SUITE_REFERENCE, suite_figure
+
+    def entry(value: float) -> dict[str, Any]:
+        return {"unallocated_gpu_pct_at_100": {"median": value, "min": value, "max": value}}
+
+    by_trace = {"default": {"tessera-default": entry(4.65), "most-allocated": entry(9.13)},
+                "gpuspec20": {"tessera-default": entry(8.15), "most-allocated": entry(10.23)},
+                "multigpu30": {"tessera-default": entry(3.73), "most-allocated": entry(8.17)}}
+    slices = {name: {"online_best_fit": {"median": 4.5}, "offline_best_fit_decreasing": {"median": 4.1}}
+              for name in by_trace}
+    fig = suite_figure(by_trace, slices, SUITE_REFERENCE, "a title", trace.DATA_ATTRIBUTION)
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    legend = ax.get_legend().get_window_extent(fig.canvas.get_renderer())
+    bars = [patch for patch in ax.patches if patch.get_height() > 0]
+    assert bars and not any(legend.overlaps(bar.get_window_extent()) for bar in bars)
+    assert _inside_figure(fig, ax.get_legend())
+    footer, = fig.texts
+    assert _inside_figure(fig, footer)
