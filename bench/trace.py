@@ -236,15 +236,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         by_trace = {trace: policy_results([r for r in results if r.trace == trace], [p.name for p in policies])
                     for trace in pods}
         slices = {trace: slice_summaries(rows, total_gpus, seeds, args.inflate) for trace, rows in pods.items()}
-        published = SUITE_PUBLISHED[args.suite]
+        # a --quick sample is not the traces the artifact's figures were measured on: no comparison
+        published = {} if args.quick else SUITE_PUBLISHED[args.suite]
         document: dict[str, Any] = {"suite": args.suite, "traces": by_trace, "slice_reference": slices,
-                                    "reference": published, "workload": {**workload, "pods_csv": traces},
+                                    "reference": published or None, "workload": {**workload, "pods_csv": traces},
                                     "run": run, "data": attribution}
         (out / "results.json").write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
         figure = out / "suite.png"
         suite_plot(by_trace, slices, published, figure, f"{args.suite} suite on {len(nodes)} nodes / {total_gpus} GPUs, "
                                       f"{len(seeds)} seed(s)", note=attribution or "")
         print(suite_table(by_trace, slices, published))
+        if args.quick:
+            print("\n(The FGD artifact's published figures are for the full traces and are not shown: --quick runs "
+                  f"every {QUICK_STEP}th node and pod.)")
     else:
         (name, pods_file), = traces.items()
         pods_path = Path(pods_file)
@@ -255,7 +259,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         pods_per_seed = {r.seed: r.pods for r in results if r.policy not in offline}
         document = {
             "policies": by_policy,
-            "reference": REFERENCE,
+            "reference": REFERENCE if default_trace else None,  # as the table: shown for the full default trace only
             "workload": {**workload, "pods_csv": str(pods_path), "trace_pods": len(pods[name]),
                          "pods_per_seed": {str(seed): pods_per_seed[seed] for seed in seeds if seed in pods_per_seed}},
             "run": run,
