@@ -32,9 +32,10 @@ from typing import Any
 from bench.churn_run import ChurnPod, ChurnResult, replay
 from bench.live_report import percentile
 from bench.pool import run_pool
-from bench.trace import NODES_CSV, PODS_CSV, REPO_ROOT, parse_seeds, trace_dir
-from bench.trace_policies import BY_NAME, config_for, select
+from bench.trace import NODES_CSV, PODS_CSV, REPO_ROOT, add_config_option, config_policies, parse_seeds, trace_dir
+from bench.trace_policies import BY_NAME, config_for, from_file
 from bench.trace_workload import MILLI, TraceError, TraceNode, read_lifetimes, read_nodes, read_pods, subsample
+from scheduler.api.config import ConfigError
 
 DEFAULT_OUT = REPO_ROOT / "bench" / "out" / "churn"
 DEFAULT_POLICIES = "tessera-default,least-allocated,most-allocated"
@@ -44,7 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m bench.churn", description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", type=Path, help=f"node CSV (default: <trace dir>/{NODES_CSV})")
     parser.add_argument("--pods", type=Path, help=f"pod CSV with creation_time/deletion_time (default: {PODS_CSV})")
-    parser.add_argument("--policies", default=DEFAULT_POLICIES, help=f"comma-separated (default {DEFAULT_POLICIES})")
+    parser.add_argument("--policies", help=f"comma-separated (default {DEFAULT_POLICIES}, or none with --config)")
+    add_config_option(parser)
     parser.add_argument("--seeds", type=parse_seeds, default=parse_seeds("42-44"),
                         help="scheduler tie-break and same-time arrival order seeds (default 42-44)")
     parser.add_argument("--load", type=float, default=0.8,
@@ -69,7 +71,10 @@ def churn_pods(pods_csv: Path, nodes: Sequence[TraceNode], load: float, step: in
     start = min(lifetimes[p.name][1] for p in pods)
     span = max(lifetimes[p.name][0] for p in pods) - start
     capacity = sum(n.gpus for n in nodes)
-    if load <= 0 or span <= 0 or capacity <= 0 or not any(p.total_gpu_milli for p in pods):
+    if span <= 0:
+        raise TraceError(f"{pods_csv}: the pods' creation_time and deletion_time columns give no time to spread the "
+                         f"arrivals over: no pod is created after the earliest deletion_time ({start})")
+    if load <= 0 or capacity <= 0 or not any(p.total_gpu_milli for p in pods):
         raise TraceError("the trace has no GPU work spread over time (or --load is not positive)")
     shapes = [(p.total_gpu_milli / MILLI, max(0, lifetimes[p.name][0] - start),
                lifetimes[p.name][1] - max(lifetimes[p.name][0], start)) for p in pods]
@@ -94,13 +99,15 @@ def churn_pods(pods_csv: Path, nodes: Sequence[TraceNode], load: float, step: in
 _WORKER: dict[str, Any] = {}
 
 
-def _init(nodes: list[TraceNode], pods: list[ChurnPod]) -> None:
-    _WORKER.update(nodes=nodes, pods=pods)
+def _init(nodes: list[TraceNode], pods: list[ChurnPod], files: dict[str, Path]) -> None:
+    """`files`: the --config policies by name (workers are spawned: they rebuild them from the path)."""
+    _WORKER.update(nodes=nodes, pods=pods, files={name: from_file(path) for name, path in files.items()})
 
 
 def _run(task: tuple[str, int]) -> ChurnResult:
     name, seed = task
-    return replay(name, config_for(BY_NAME[name]), seed, _WORKER["nodes"], _WORKER["pods"])
+    policy = _WORKER["files"].get(name) or BY_NAME[name]
+    return replay(name, config_for(policy), seed, _WORKER["nodes"], _WORKER["pods"])
 
 
 def summary(results: Sequence[ChurnResult]) -> dict[str, Any]:
@@ -165,13 +172,14 @@ def plot(by_policy: dict[str, dict[str, Any]], path: Path, title: str,
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        policies = [p.name for p in select(args.policies)]
+        chosen = config_policies(args.policies if args.policies or args.config else DEFAULT_POLICIES, args.config)
+        policies = [p.name for p in chosen]
         nodes = read_nodes(args.nodes or trace_dir() / NODES_CSV)
         if args.node_step < 1:
             raise ValueError("--node-step must be at least 1")
         nodes = subsample(nodes, 40 if args.quick else args.node_step)
         pods, factor = churn_pods(args.pods or trace_dir() / PODS_CSV, nodes, args.load, 4 if args.quick else 1)
-    except (OSError, TraceError, ValueError) as err:
+    except (OSError, TraceError, ValueError, ConfigError) as err:
         print(f"bench.churn: {err}", file=sys.stderr)
         return 2
     seeds: list[int] = args.seeds[:1] if args.quick else args.seeds
@@ -190,7 +198,8 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"never placed {result.never_placed} ({result.elapsed_seconds:.1f} s); elapsed {elapsed:.0f} s, "
               f"~{elapsed / len(results) * (len(tasks) - len(results)):.0f} s left", file=sys.stderr, flush=True)
 
-    run_pool(tasks, _run, _init, (nodes, pods), args.jobs, progress)
+    run_pool(tasks, _run, _init, (nodes, pods, {p.name: p.path for p in chosen if p.path is not None}), args.jobs,
+             progress)
     by_policy = {name: summary(sorted((r for r in results if r.policy == name), key=lambda r: r.seed))
                  for name in policies}
     out: Path = args.out

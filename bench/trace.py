@@ -112,10 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "(gpuspec, gpushare, multigpu, cpu families); `analogues` = the eight FGD-artifact "
                              "variants that folder lacks, rebuilt by their families' rules (bench/trace_analogues.py); "
                              "one table against the published figures")
-    parser.add_argument("--config", type=Path, action="append", default=[], metavar="FILE",
-                        help="also run this KubeSchedulerConfiguration file as a policy named after the file "
-                             "(repeatable; e.g. a candidate default beside --policies tessera-default); "
-                             "without --policies only the files run")
+    add_config_option(parser)
     parser.add_argument("--traces", help="with --suite: only these traces, comma-separated (e.g. gpuspec20,multigpu30)")
     parser.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output directory (default {DEFAULT_OUT})")
@@ -325,6 +322,15 @@ def is_alibaba_trace(nodes_path: Path, traces: dict[str, str]) -> bool:
     outputs carry DATA_ATTRIBUTION; a custom CSV's do not."""
     return nodes_path.name == NODES_CSV and all(
         not Path(source).is_file() or Path(source).name.startswith("openb_pod_list_") for source in traces.values())
+
+
+def add_config_option(parser: argparse.ArgumentParser) -> None:
+    """`--config FILE`, the one definition bench.trace and bench.churn share; `config_policies`
+    turns it and `--policies` into the policies to run."""
+    parser.add_argument("--config", type=Path, action="append", default=[], metavar="FILE",
+                        help="also run this KubeSchedulerConfiguration file as a policy named after the file "
+                             "(repeatable; e.g. a candidate default beside --policies tessera-default); "
+                             "without --policies only the files run")
 
 
 def config_policies(names: str | None, files: Sequence[Path]) -> list[Policy]:

@@ -80,3 +80,53 @@ def test_quick_run_writes_table_json_and_png(tmp_path: Path, monkeypatch: pytest
     assert (out / "churn.png").read_bytes().startswith(b"\x89PNG")
     assert "| tessera-default |" in capsys.readouterr().out
     assert churn.main(["--node-step", "0", "--out", str(out)]) == 2
+
+
+def _churn_trace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, times: str = "{0},{1},{0}") -> None:
+    (tmp_path / trace.NODES_CSV).write_text("sn,cpu_milli,memory_mib,gpu,model\n" + "".join(
+        f"n{i:03d},32000,65536,4,T4\n" for i in range(20)), encoding="utf-8")
+    rows = [f"p{i:03d},2000,2048,{i % 3},{1000 if i % 3 else 0},,LS,Running,"
+            + times.format(50 * i, 50 * i + 900) for i in range(60)]
+    (tmp_path / trace.PODS_CSV).write_text(POD_HEADER + "\n".join(rows) + "\n", encoding="utf-8")
+    monkeypatch.setenv(trace.TRACE_DIR_ENV, str(tmp_path))
+
+
+def test_a_config_file_runs_as_a_policy_as_in_bench_trace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """A capacity planner's trial: bench.churn had no --config, so a candidate configuration could
+    not be replayed with lifetimes as bench.trace replays it without."""
+    _churn_trace(tmp_path, monkeypatch)
+    unscored = tmp_path / "unscored.yaml"
+    unscored.write_text("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nprofiles:\n"
+                        "- schedulerName: tessera\n  plugins:\n    score:\n      disabled:\n      - name: '*'\n",
+                        encoding="utf-8")
+    out = tmp_path / "out"
+    assert churn.main(["--node-step", "2", "--seeds", "42", "--jobs", "2", "--policies", "first-fit",
+                       "--config", str(unscored), "--out", str(out)]) == 0
+    policies = json.loads((out / "results.json").read_text())["policies"]
+    assert list(policies) == ["first-fit", "unscored"]
+    # the file is first-fit's configuration: the worker ran the file, with the same placements
+    same = ("seed", "placed", "never_placed", "gpu_allocation_pct", "pending_p95_s", "makespan_s")
+    assert [{key: run[key] for key in same} for run in policies["unscored"]["runs"]] == \
+        [{key: run[key] for key in same} for run in policies["first-fit"]["runs"]]
+    assert "| unscored |" in capsys.readouterr().out
+    # without --policies only the file runs, as in bench.trace; the same option text in both
+    assert churn.main(["--node-step", "2", "--seeds", "42", "--jobs", "1", "--config", str(unscored),
+                       "--out", str(out)]) == 0
+    assert list(json.loads((out / "results.json").read_text())["policies"]) == ["unscored"]
+    help_of = {action.dest: action.help for parser in (churn.build_parser(), trace.build_parser())
+               for action in parser._actions if action.dest == "config"}
+    assert len(help_of) == 1 and "without --policies only the files run" in str(help_of["config"])
+    assert churn.main(["--config", str(tmp_path / "missing.yaml"), "--out", str(out)]) == 2
+    assert "missing.yaml" in capsys.readouterr().err
+
+
+def test_all_zero_times_are_an_error_naming_the_time_columns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """A capacity planner's trial: a CSV whose creation_time and deletion_time are all 0 got "no GPU
+    work spread over time", which does not say which columns to look at."""
+    _churn_trace(tmp_path, monkeypatch, times="0,0,0")
+    assert churn.main(["--node-step", "2", "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert (f"bench.churn: {tmp_path / trace.PODS_CSV}: the pods' creation_time and deletion_time columns give no "
+            "time to spread the arrivals over: no pod is created after the earliest deletion_time (0)") in err, err
