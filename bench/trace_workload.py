@@ -126,10 +126,14 @@ def _rows(path: Path, required: Sequence[str]) -> Iterable[tuple[str, dict[str, 
 def read_nodes(path: Path) -> list[TraceNode]:
     """GPU nodes in name order (the order the FGD simulator adds them, see bench/README.md)."""
     nodes = []
+    lines: dict[str, str] = {}  # name -> its line: a second row of a name is one Node to the core, two to the GPU total
     for where, row in _rows(path, NODE_COLUMNS):
         name = (row["sn"] or "").strip()
         if not name:
             raise TraceError(f"{where}: column sn: empty node name")
+        if name in lines:
+            raise TraceError(f"{where}: column sn: {name} is already on line {lines[name]}; node names must be unique")
+        lines[name] = where.rsplit(":", 1)[1]
         nodes.append(TraceNode(name, _int(row, "cpu_milli", where), _int(row, "memory_mib", where),
                                _int(row, "gpu", where), (row["model"] or "").strip()))
     return sorted(nodes, key=lambda n: n.name)

@@ -81,6 +81,15 @@ def test_a_duplicate_pod_name_is_refused_with_both_lines(tmp_path: Path) -> None
         read_pods(path)
 
 
+def test_a_duplicate_node_name_is_refused_with_both_lines(tmp_path: Path) -> None:
+    """A second row of one `sn` was taken as a second node by the GPU total and as the same Node
+    by the core, so every percentage was off without a word (the planner's trial, read_pods'
+    twin)."""
+    path = write(tmp_path / "n.csv", NODE_HEADER + "node-a,8000,32768,2,T4\nnode-b,8000,32768,2,T4\nnode-a,8000,32768,2,T4\n")
+    with pytest.raises(TraceError, match=r"n\.csv:4: column sn: node-a is already on line 2; node names must be unique"):
+        read_nodes(path)
+
+
 @pytest.mark.parametrize(("row", "error"), [
     ("bad-short,4000,16384", r"p\.csv:3: 3 fields, the header has 11"),
     ("bad-long,4000,16384,1,1000,,LS,Running,0,0,0,extra", r"p\.csv:3: 12 fields, the header has 11"),
