@@ -173,7 +173,7 @@ class Cycle:
             info = state.nodes.get(nominated) if nominated else None
             if info is not None and info.node is not None and self._nominated_fits(runtime, ctx, info):
                 reservation = self._reserve(runtime, ctx, info, now)
-                attempt = Attempt(pod, info.name, dict(reservation.annotations))
+                attempt = Attempt(pod, info.name, dict(reservation.annotations), claims=reservation.claims)
             else:
                 attempt = self._search(pod, runtime, ctx, now)
             taken = {attempt.node} if attempt.node else set()
@@ -205,7 +205,7 @@ class Cycle:
         timing = self.engine.timing
         started = timing.stopwatch.now()
         reservation = runtime.reserve(ctx, info, now)
-        self.engine.state.assume(ctx.pod.uid, info.name, reservation.devices)
+        self.engine.state.assume(ctx.pod.uid, info.name, reservation.devices, reservation.claims)
         timing.point("Reserve", "Success", runtime.profile.scheduler_name, started)
         return reservation
 
@@ -281,8 +281,8 @@ class Cycle:
                     scores[table.info(found.rows[i]).name] = line
         chosen = table.info(found.rows[best])
         reservation = self._reserve(runtime, ctx, chosen, now)
-        return Attempt(pod, chosen.name, dict(reservation.annotations), scores=scores, filtered=filtered,
-                       tied=tuple(table.info(found.rows[i]).name for i in named), tied_count=max(0, len(tied) - 1),
+        return Attempt(pod, chosen.name, dict(reservation.annotations), claims=reservation.claims, scores=scores,
+                       filtered=filtered, tied=tuple(table.info(found.rows[i]).name for i in named), tied_count=max(0, len(tied) - 1),
                        score=top)
 
     def _pick(self, totals: list[int]) -> tuple[int, tuple[int, ...]]:

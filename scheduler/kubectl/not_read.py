@@ -5,12 +5,11 @@ One home for both commands: other schedulers' keys and the preferred terms it do
 pod's claims (`volume_note`), of which the core checks only part.
 
 Volumes:
-Tessera runs the part of kube-scheduler's VolumeBinding that writes nothing (docs/not-supported.md,
-"Volumes"): a pod's claims must exist and be bound unless their StorageClass waits for the first
-consumer, and a bound claim's volume must allow the node. A claim still waiting for its first
-consumer is not given a node: the pod is bound, the claim stays Pending and the pod
-ContainerCreating. Whether a claim waits cannot be read from the pod, so a pod with claims is told
-what is and is not checked. Pure: reads the pod's spec as the apiserver stores it, any shape
+Tessera runs kube-scheduler's VolumeBinding (docs/not-supported.md, "Volumes"): a pod's claims
+must exist and be bound unless their StorageClass waits for the first consumer, a bound claim's
+volume must allow the node, and a claim still waiting for its first consumer gets a free static
+volume on the node or is provisioned there. Volume zones, attach limits, access-mode conflicts and
+CSI storage capacity are not checked, so a pod with claims is told what is and is not. Pure: reads the pod's spec as the apiserver stores it, any shape
 without raising.
 """
 
@@ -48,10 +47,9 @@ def volume_note(spec: object) -> str:
     if not claims:
         return ""
     return (f"{', '.join(claims)}: Tessera checks that the claims exist and are bound and that a bound volume's "
-            "node affinity allows the node (VolumeBinding), but a claim of a WaitForFirstConsumer StorageClass is "
-            "never given a node (it stays Pending, the pod ContainerCreating), and volume zones, attach limits and "
-            "access-mode conflicts are not checked; bind such a claim first, or run the pod with "
-            f"schedulerName: default-scheduler. See {DOC}.")
+            "node affinity allows the node (VolumeBinding), and gives a claim of a WaitForFirstConsumer "
+            "StorageClass a free volume on the node or has it provisioned there; volume zones, attach limits, "
+            f"access-mode conflicts and CSI storage capacity are not checked. See {DOC}.")
 
 
 def not_read(pod: Pod, gpu: bool) -> str:

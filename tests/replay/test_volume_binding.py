@@ -1,12 +1,13 @@
-"""VolumeBinding's read-only part, as kube-scheduler v1.36's (volumebinding/volume_binding.go,
-binder.go): a pod's claims must exist and be bound (or wait for their first consumer), and the
-volumes of the bound ones must allow the node."""
+"""VolumeBinding, as kube-scheduler v1.36's (volumebinding/volume_binding.go, binder.go): a pod's
+claims must exist and be bound (or wait for their first consumer), the volumes of the bound ones
+must allow the node, and an unbound WaitForFirstConsumer claim gets a static volume on the node
+or is provisioned there (FindPodVolumes), held for it until the watch shows it done."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from scheduler.core.volumes import CLAIM_KIND, STORAGE_CLASS_KIND, VOLUME_KIND
+from scheduler.core.volumes import CLAIM_KIND, STORAGE_CLASS_KIND, VOLUME_KIND, ClaimBinding
 from scheduler.sim import builders as b
 from tests.helpers import Run
 
@@ -35,19 +36,23 @@ def claim(name: str, volume: str = "", storage_class: str | None = None, bound: 
             "spec": spec, "status": {"phase": "Bound" if volume and bound else "Pending"}}
 
 
-def volume(name: str, *hosts: str, key: str = HOSTNAME) -> dict[str, Any]:
-    spec: dict[str, Any] = {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
-                            "local": {"path": "/mnt/nvme0"}}
+def volume(name: str, *hosts: str, key: str = HOSTNAME, size: str = "1Gi", storage_class: str = "",
+           **spec_extra: Any) -> dict[str, Any]:
+    spec: dict[str, Any] = {"capacity": {"storage": size}, "accessModes": ["ReadWriteOnce"],
+                            "local": {"path": "/mnt/nvme0"}, "storageClassName": storage_class, **spec_extra}
     if hosts:
         spec["nodeAffinity"] = {"required": {"nodeSelectorTerms": [
             {"matchExpressions": [{"key": key, "operator": "In", "values": list(hosts)}]}]}}
     return {"apiVersion": "v1", "kind": VOLUME_KIND,
-            "metadata": {"name": name, "uid": f"uid-pv-{name}", "resourceVersion": "1"}, "spec": spec}
+            "metadata": {"name": name, "uid": f"uid-pv-{name}", "resourceVersion": "1"}, "spec": spec,
+            "status": {"phase": "Available"}}
 
 
-def storage_class(name: str, mode: str) -> dict[str, Any]:
-    return {"apiVersion": "storage.k8s.io/v1", "kind": STORAGE_CLASS_KIND, "provisioner": "kubernetes.io/no-provisioner",
-            "metadata": {"name": name, "uid": f"uid-sc-{name}", "resourceVersion": "1"}, "volumeBindingMode": mode}
+def storage_class(name: str, mode: str, provisioner: str = "kubernetes.io/no-provisioner",
+                  **extra: Any) -> dict[str, Any]:
+    return {"apiVersion": "storage.k8s.io/v1", "kind": STORAGE_CLASS_KIND, "provisioner": provisioner,
+            "metadata": {"name": name, "uid": f"uid-sc-{name}", "resourceVersion": "1"}, "volumeBindingMode": mode,
+            **extra}
 
 
 def nodes(*names: str, zone: bool = False) -> list[dict[str, Any]]:
@@ -122,10 +127,107 @@ def test_a_claim_without_class_or_of_an_unknown_class_or_prebound_binds_immediat
         assert "pod has unbound immediate PersistentVolumeClaims" in run.last(name).message
 
 
-def test_an_unbound_wait_for_first_consumer_claim_passes_as_before() -> None:
+WFFC = "WaitForFirstConsumer"
+BIND_CONFLICT = "node(s) didn't find available persistent volumes to bind"
+
+
+def test_an_unbound_local_claim_goes_where_a_free_local_volume_is() -> None:
+    """A no-provisioner class: the pod goes to the one node with a volume that fits, and the
+    decision names it (the shell writes its claimRef before the Binding)."""
     run = Run()
-    run.add(*nodes("a"), storage_class("local", "WaitForFirstConsumer"), claim("data", storage_class="local"),
+    run.add(*nodes("a", "b", "c"), storage_class("local", WFFC), volume("nvme-b", "b", storage_class="local"),
+            claim("data", storage_class="local"), claimer("train", "data"))
+    assert run.node_of("train") == "b"
+    assert run.last("train").claims == (ClaimBinding("default/data", "nvme-b"),)
+
+
+def test_without_a_volume_nor_a_provisioner_it_is_upstreams_bind_conflict() -> None:
+    run = Run()
+    run.add(*nodes("a", "b"), storage_class("local", WFFC), claim("data", storage_class="local"),
             claimer("train", "data"))
+    assert run.node_of("train") is None
+    assert f"0/2 nodes are available: 2 {BIND_CONFLICT}." in run.last("train").message
+
+
+def test_two_pods_never_get_the_one_local_volume_of_a_node() -> None:
+    """AssumePodVolumes: the first pod's volume is held for it (its claimRef not written yet), so
+    the second, needing one too, finds none; once the watch shows the volume bound the hold is
+    done, and the volume is the first claim's only."""
+    run = Run()
+    run.add(*nodes("a", "b"), storage_class("local", WFFC), volume("nvme-a", "a", storage_class="local"),
+            claim("one", storage_class="local"), claim("two", storage_class="local"),
+            claimer("first", "one"), claimer("second", "two"))
+    assert run.node_of("first") == "a"
+    assert run.node_of("second") is None
+    assert f"2 {BIND_CONFLICT}" in run.last("second").message
+    assert run.state.volumes_given == {"nvme-a": "default/one"}
+    bound = volume("nvme-a", "a", storage_class="local",
+                   claimRef={"namespace": "default", "name": "one", "uid": "uid-default-one"})
+    bound["metadata"]["resourceVersion"] = "2"
+    run.feed(b.event("MODIFIED", bound))
+    assert run.state.volumes_given == {}
+    assert run.node_of("second") is None  # the volume names "one" now: never "two"'s
+
+
+def test_a_placement_given_up_frees_its_volume() -> None:
+    """The assumption ends with the placement: a Binding refused (forget) or the pod deleted."""
+    run = Run()
+    run.add(*nodes("a"), storage_class("local", WFFC), volume("nvme-a", "a", storage_class="local"),
+            claim("one", storage_class="local"), claimer("first", "one"))
+    first = run.state.pod_by_key("default/first")
+    assert run.state.claim_bindings == {first.uid: (ClaimBinding("default/one", "nvme-a"),)}
+    run.feed(b.event("DELETED", run.replay.pods[first.uid]))
+    assert run.state.volumes_given == {} and run.state.claim_bindings == {}
+
+
+def test_the_smallest_fitting_volume_of_the_claims_class_and_modes() -> None:
+    run = Run()
+    run.add(*nodes("a"), storage_class("local", WFFC),
+            volume("small", "a", size="500Mi", storage_class="local"),
+            volume("big", "a", size="10Gi", storage_class="local"),
+            volume("fit", "a", size="2Gi", storage_class="local"),
+            volume("other-class", "a", size="1Gi", storage_class="slow"),
+            volume("block", "a", size="1Gi", storage_class="local", volumeMode="Block"),
+            volume("rox", "a", size="1Gi", storage_class="local", accessModes=["ReadOnlyMany"]),
+            claim("data", storage_class="local"), claimer("train", "data"))
+    assert run.last("train").claims == (ClaimBinding("default/data", "fit"),)
+
+
+def test_a_pods_two_claims_never_share_a_volume() -> None:
+    run = Run()
+    run.add(*nodes("a", "b"), storage_class("local", WFFC),
+            volume("a-1", "a", storage_class="local"), volume("b-1", "b", storage_class="local"),
+            volume("b-2", "b", storage_class="local"),
+            claim("x", storage_class="local"), claim("y", storage_class="local"), claimer("train", "x", "y"))
+    assert run.node_of("train") == "b"
+    assert {c.volume for c in run.last("train").claims} == {"b-1", "b-2"}
+
+
+def test_a_provisioner_class_provisions_where_its_topology_allows() -> None:
+    topology = [{"matchLabelExpressions": [{"key": "zone", "values": ["z-b"]}]}]
+    run = Run()
+    run.add(*nodes("a", "b", zone=True), storage_class("ebs", WFFC, "example.com/fake", allowedTopologies=topology),
+            claim("data", storage_class="ebs"), claimer("train", "data"))
+    assert run.node_of("train") == "b"
+    assert run.last("train").claims == (ClaimBinding("default/data", ""),)
+    assert f"1 {BIND_CONFLICT}" not in run.last("train").message
+
+
+def test_a_claim_selected_for_a_node_goes_there_only() -> None:
+    run = Run()
+    run.add(*nodes("a", "b"), storage_class("ebs", WFFC, "example.com/fake"),
+            claim("data", storage_class="ebs", annotations={"volume.kubernetes.io/selected-node": "b"}),
+            claimer("train", "data"))
+    assert run.node_of("train") == "b"
+    assert run.last("train").claims == (ClaimBinding("default/data", ""),)
+
+
+def test_a_freed_volume_wakes_the_waiting_pod() -> None:
+    run = Run()
+    run.add(*nodes("a"), storage_class("local", WFFC), claim("data", storage_class="local"),
+            claimer("train", "data"))
+    assert run.node_of("train") is None
+    run.add(volume("nvme-a", "a", storage_class="local"))
     assert run.node_of("train") == "a"
 
 

@@ -20,7 +20,7 @@ PVC_BUNDLE = """
 apiVersion: storage.k8s.io/v1
 kind: StorageClass
 metadata: {name: local-wffc}
-provisioner: kubernetes.io/no-provisioner
+provisioner: example.com/fake
 volumeBindingMode: WaitForFirstConsumer
 ---
 apiVersion: v1
@@ -91,8 +91,8 @@ async def test_what_if_notes_a_file_pods_claims_and_takes_the_files_claims_and_c
         monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """Findings 1 and 4: the trial's bundle (StorageClass, claim, pod) was refused; then the
     StorageClass and the claim were skipped with one note. VolumeBinding reads them now: they join
-    the dry run (the claim waits for its first consumer, so the pod is placed; skipped, it would be
-    "not found"), and the pod's claim is noted."""
+    the dry run (the claim waits for its first consumer, and its class provisions, so the pod is
+    placed; skipped, it would be "not found"), and the pod's claim is noted."""
     (tmp_path / "pvc.yaml").write_text(PVC_BUNDLE)
     status, out, err = await what_if_cli(monkeypatch, capsys, [b.node("n", gpus=8)], "-f", str(tmp_path / "pvc.yaml"))
     assert status == 0

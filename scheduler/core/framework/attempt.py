@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from scheduler.core.objects import Pod
+from scheduler.core.volumes import ClaimBinding
 
 # What a gang's cycle came to, on each of its attempts: "placed" — its minimum is met (members
 # already bound count); "waiting" — it cannot be tried yet (a scheduler-plugins gang with too few
@@ -19,6 +20,9 @@ class Attempt:
     pod: Pod
     node: str | None
     annotations: dict[str, str] = field(default_factory=dict)
+    # what the pod's unbound WaitForFirstConsumer claims get on the node: the shell writes each
+    # volume's claimRef, or the claim's selected-node, before the Binding (VolumeBinding)
+    claims: tuple[ClaimBinding, ...] = ()
     message: str = ""
     # the log line's `message` where the pod's Event and condition (read by its namespace's
     # tenant) must say less: there pods of other namespaces are counted, here named, as an audit

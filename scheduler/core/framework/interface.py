@@ -40,6 +40,7 @@ import numpy.typing as npt
 from scheduler.core.annotations import DeviceAssignment
 from scheduler.core.framework.cycle_state import PodContext
 from scheduler.core.state.events import EventKind
+from scheduler.core.volumes import ClaimBinding
 
 if TYPE_CHECKING:
     from scheduler.core.framework.attempt import Attempt
@@ -272,11 +273,13 @@ class BatchScore(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Reservation:
-    """What a reserve plugin adds to the chosen placement: Binding annotations and the devices
-    the cluster state charges to the pod (container -> resource -> grants)."""
+    """What a reserve plugin adds to the chosen placement: Binding annotations, the devices the
+    cluster state charges to the pod (container -> resource -> grants), and its claims' volumes."""
 
     annotations: Mapping[str, str] = field(default_factory=dict)
     devices: DeviceAssignment | None = None
+    # what the pod's unbound WaitForFirstConsumer claims get on the node (VolumeBinding)
+    claims: tuple[ClaimBinding, ...] = ()
 
 
 @dataclass(slots=True)

@@ -57,6 +57,7 @@ from scheduler.core.framework.nodetable import NodeTable
 from scheduler.core.framework.timing import Code, Stopwatch, Timing, rejection_code
 from scheduler.core.objects import Pod
 from scheduler.core.plugins.registry import REGISTRY
+from scheduler.core.volumes import ClaimBinding
 from scheduler.core.state import ClusterEvent, ClusterState, EventKind, NodeInfo
 
 T = TypeVar("T")
@@ -542,6 +543,7 @@ class ProfileRuntime:
         """Every reserve plugin's part of the placement, merged."""
         annotations: dict[str, str] = {}
         devices = None
+        claims: tuple[ClaimBinding, ...] = ()
         timing = self.timing if self.timing.sampled else None
         for plugin in self.reservers:
             started = timing.stopwatch.now() if timing else 0.0
@@ -550,7 +552,8 @@ class ProfileRuntime:
                 timing.plugin(plugin.name, "Reserve", "Success", started)
             annotations.update(made.annotations)
             devices = made.devices if made.devices is not None else devices
-        return Reservation(annotations, devices)
+            claims += made.claims
+        return Reservation(annotations, devices, claims)
 
     def permit(self, attempt: Attempt, now: float) -> bool:
         """May the placed attempt's Binding go out now? Each permit plugin in turn, up to the first

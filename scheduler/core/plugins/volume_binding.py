@@ -11,19 +11,29 @@ been (an Immediate StorageClass, no class, an unknown class, or pre-bound by spe
 `kubernetes.io/hostname In` are the only ones filtered (upstream's GetEligibleNodes, a
 PreFilterResult): the others read "node(s) didn't satisfy plugin(s) [VolumeBinding]".
 
-Filter, as FindPodVolumes for bound claims: a node the volume's required node affinity does not
-select reads "node(s) had volume node affinity conflict"; a volume that does not exist
-"node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)". Unresolvable both:
-no eviction attaches a volume.
+Filter, as FindPodVolumes: for bound claims, a node the volume's required node affinity does
+not select reads "node(s) had volume node affinity conflict"; a volume that does not exist
+"node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)". For unbound claims
+of a WaitForFirstConsumer class: one whose selected-node (written, or assumed for a placed pod)
+names another node fails at once; the others are matched, smallest request first, each to the
+smallest available static volume that fits (FindMatchingVolume: not bound to another claim, nor
+given to another claim by a placed pod's assumption, nor to another claim of this pod; size,
+volumeMode, class, selector, phase Available, node affinity, access modes); what no volume
+matches must be provisionable on the node (its class has a provisioner other than
+`kubernetes.io/no-provisioner`, and its allowedTopologies admit the node's labels), else "node(s)
+didn't find available persistent volumes to bind". Unresolvable all: no eviction attaches or
+provisions a volume. CSI storage capacity (CSIStorageCapacity) is not checked.
 
-Not done (docs/not-supported.md, Volumes): an unbound claim of a WaitForFirstConsumer class
-passes, as before: upstream finds it a volume or has it provisioned and writes
-`volume.kubernetes.io/selected-node`, which Tessera does not (it writes nothing but Bindings).
+Reserve, as AssumePodVolumes: the chosen node's matches (`ClaimBinding`s) go into the placement;
+the cluster state holds them until the watch shows them done or the placement is given up, and
+the shell writes them (each volume's claimRef, each provisioned claim's selected-node) before
+the Binding.
 
 Cannot tell, so passes: the shell marks a kind its role may not read (`ClusterState.unread`, an
 old deploy without this plugin's RBAC): without claims nothing is checked, without volumes the
 bound claims' nodes are not, without StorageClasses an unbound claim is taken for a
-WaitForFirstConsumer one. A pod without claims skips the plugin (upstream's PreFilter Skip): it
+WaitForFirstConsumer one, and without volumes or StorageClasses no unbound claim is matched
+(it passes, and nothing is written for it, as before). A pod without claims skips the plugin (upstream's PreFilter Skip): it
 costs such pods one tuple test.
 """
 
@@ -34,23 +44,25 @@ from typing import ClassVar
 
 from scheduler.core.framework.cycle_state import PodContext
 from scheduler.core.framework.handle import Handle
-from scheduler.core.framework.interface import FilterPlugin, PreFilterPlugin, QueueingHint, Reasons, always
+from scheduler.core.framework.interface import (FilterPlugin, PreFilterPlugin, QueueingHint, Reasons, Reservation,
+                                                ReservePlugin, always)
 from scheduler.core.objects import Pod
 from scheduler.core.state import ClusterEvent, ClusterState, EventKind, NodeInfo
-from scheduler.core.volumes import CLAIM_KIND, STORAGE_CLASS_KIND, VOLUME_KIND, Claim
+from scheduler.core.volumes import CLAIM_KIND, STORAGE_CLASS_KIND, VOLUME_KIND, Claim, ClaimBinding, Volume
 from scheduler.quoted import go_quote
 
 NAME = "VolumeBinding"
 NODE_CONFLICT = "node(s) had volume node affinity conflict"  # ErrReasonNodeConflict
 PV_NOT_EXIST = "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)"  # ErrReasonPVNotExist
+BIND_CONFLICT = "node(s) didn't find available persistent volumes to bind"  # ErrReasonBindConflict
 UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"
 
 
-class VolumeBinding(PreFilterPlugin, FilterPlugin):
+class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin):
     name = NAME
-    # upstream's Reserve and PreBind bind unbound claims (not done here, see the module); its
-    # PreScore skips a pod without static bindings, which Tessera never makes
-    also_extends: ClassVar[frozenset[str]] = frozenset({"reserve", "preBind", "preScore"})
+    # upstream's PreBind is the shell's write before the Binding (scheduler/kube/volume_writes.py);
+    # its PreScore feeds a Score that runs behind an alpha gate (StorageCapacityScoring) only
+    also_extends: ClassVar[frozenset[str]] = frozenset({"preBind", "preScore"})
 
     def __init__(self, handle: Handle) -> None:
         self.handle = handle
@@ -58,7 +70,8 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin):
     def queueing_hints(self) -> Mapping[EventKind, QueueingHint]:
         """upstream's EventsToRegister: StorageClass Add|Update; a claim's Add|Update (here: one the
         pod names); a volume's Add|Update (upstream: any, for a pod with claims; here: one a claim
-        of the pod names); Node Add and label or taint updates (its node affinity)."""
+        of the pod names, or any while one of its claims is unbound: a volume freed or added may
+        be the one it matches); Node Add and label or taint updates (its node affinity)."""
         node = self.handle.node_hint(self.name)
         return {EventKind.STORAGE_CLASS_CHANGED: always, EventKind.CLAIM_CHANGED: self._claim_named,
                 EventKind.VOLUME_CHANGED: self._volume_named, EventKind.NODE_ADDED: node,
@@ -71,7 +84,7 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin):
     def _volume_named(self, uid: str, event: ClusterEvent) -> bool:
         state = self.handle.state
         pod = state.pods.get(uid)
-        return pod is None or any(claim.volume_name == event.name for claim in _claims_of(state, pod))
+        return pod is None or any(claim.volume_name == event.name or not claim.bound for claim in _claims_of(state, pod))
 
     def filter_applies(self, ctx: PodContext) -> bool:
         return bool(ctx.pod.claims) and CLAIM_KIND not in self.handle.state.unread
@@ -136,22 +149,101 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin):
         return ctx.pod.meta.namespace, tuple(ref.name for ref in ctx.pod.claims)
 
     def filter(self, ctx: PodContext, info: NodeInfo) -> Reasons | None:
-        """upstream's checkBoundClaims, for each bound claim in order: the first volume missing,
-        or not allowing the node, decides."""
+        """upstream's FindPodVolumes: its reasons in its order (a bound claim's node conflict, the
+        unbound claims' bind conflict, a bound claim's missing volume)."""
+        return self._find(ctx.pod, info)[0]
+
+    def reserve(self, ctx: PodContext, info: NodeInfo, now: float) -> Reservation:
+        """upstream's AssumePodVolumes: the chosen node's matches, which the state then holds."""
+        return Reservation(claims=self._find(ctx.pod, info)[1])
+
+    def _find(self, pod: Pod, info: NodeInfo) -> tuple[Reasons | None, tuple[ClaimBinding, ...]]:
         state = self.handle.state
-        if VOLUME_KIND in state.unread:
-            return None
         node = info.node
         assert node is not None
-        for claim in _claims_of(state, ctx.pod):
+        if not pod.claims or CLAIM_KIND in state.unread or VOLUME_KIND in state.unread:
+            return None, ()
+        conflict = missing = False
+        unbound: list[Claim] = []
+        for claim in _claims_of(state, pod):  # checkBoundClaims: the first volume missing or not allowing decides
             if not claim.bound:
+                if not claim.volume_name:  # PreFilter let it through: it waits for its first consumer
+                    unbound.append(claim)
+                continue
+            if conflict or missing:
                 continue
             volume = state.volumes.get(claim.volume_name)
             if volume is None:
-                return (PV_NOT_EXIST,)
-            if not volume.allows(node.meta.labels):
-                return (NODE_CONFLICT,)
-        return None
+                missing = True
+            elif not volume.allows(node.meta.labels):
+                conflict = True
+        bindings: tuple[ClaimBinding, ...] = ()
+        satisfied = True
+        if unbound and STORAGE_CLASS_KIND not in state.unread:
+            bindings, satisfied = self._unbound(unbound, node.meta.name, node.meta.labels)
+        reasons = ((NODE_CONFLICT,) if conflict else ()) + ((BIND_CONFLICT,) if not satisfied else ()) \
+            + ((PV_NOT_EXIST,) if missing else ())
+        return reasons or None, bindings if not reasons else ()
+
+    def _unbound(self, claims: list[Claim], node: str, labels: Mapping[str, str]) -> tuple[tuple[ClaimBinding, ...], bool]:
+        """FindPodVolumes' part for unbound claims of delayed binding: what each gets on the node,
+        and whether all get something."""
+        state = self.handle.state
+        to_match: list[Claim] = []
+        to_provision: list[Claim] = []
+        for claim in claims:
+            selected = claim.selected_node if claim.selected_node is not None \
+                else state.claims_provisioned.get(claim.key)
+            if selected is None:
+                to_match.append(claim)
+            elif selected != node:
+                return (), False  # the fast path: provisioning was started for another node
+            else:
+                to_provision.append(claim)
+        bindings: list[ClaimBinding] = []
+        chosen: set[str] = set()
+        for claim in sorted(to_match, key=lambda c: c.requested):  # byPVCSize
+            volume = self._matching_volume(claim, labels, chosen)
+            if volume is None:
+                to_provision.append(claim)
+                continue
+            chosen.add(volume.name)
+            bindings.append(ClaimBinding(claim.key, volume.name))
+        for claim in to_provision:  # checkVolumeProvisions
+            cls = state.storage_classes.get(claim.storage_class)
+            if cls is None or not cls.provisions_on(labels):
+                return (), False
+            bindings.append(ClaimBinding(claim.key, ""))
+        return tuple(bindings), True
+
+    def _matching_volume(self, claim: Claim, labels: Mapping[str, str], chosen: set[str]) -> Volume | None:
+        """upstream's FindMatchingVolume on the scheduler's path (a node given): a volume already
+        naming the claim (or given to it by an assumption) if the node suits it, else the smallest
+        available one of the claim's class that fits. Volumes are tried by name, so that a tie
+        of sizes goes the same way every time."""
+        state = self.handle.state
+        smallest: Volume | None = None
+        for name in sorted(state.volumes):
+            volume = state.volumes[name]
+            if name in chosen or volume.storage_class != claim.storage_class:  # ListPVs(class), excludedVolumes
+                continue
+            given = state.volumes_given.get(name)
+            if given is not None and given != claim.key:
+                continue  # assumed bound to another claim (the assume cache's claimRef)
+            if volume.claim_ref is not None and not volume.bound_to(claim):
+                continue
+            if volume.capacity < claim.requested or volume.volume_mode != claim.volume_mode or volume.deleting:
+                continue
+            fits = volume.allows(labels)
+            if given is not None or volume.bound_to(claim):
+                return volume if fits else None
+            if not volume.available or (claim.selector is not None and not claim.selector.matches(volume.labels)):
+                continue
+            if not fits or not claim.access_modes <= volume.access_modes:
+                continue
+            if smallest is None or volume.capacity < smallest.capacity:
+                smallest = volume
+        return smallest
 
 
 def _claim_keys(pod: Pod) -> Iterator[str]:

@@ -46,8 +46,8 @@ from scheduler.core.state.events import ClusterEvent, EventKind, Notice
 from scheduler.core.state.gangs import GangIndex
 from scheduler.core.state.ledger import DeviceLedger, counted_requests
 from scheduler.core.state.nodes import Hold, Lifted, NodeInfo, Placement
-from scheduler.core.volumes import (CLAIM_KIND, STORAGE_CLASS_KIND, VOLUME_KIND, Claim, StorageClass, Volume,
-                                    parse_claim, parse_storage_class, parse_volume)
+from scheduler.core.volumes import (CLAIM_KIND, STORAGE_CLASS_KIND, VOLUME_KIND, Claim, ClaimBinding, StorageClass,
+                                    Volume, parse_claim, parse_storage_class, parse_volume)
 
 _TOMBSTONES = 200_000
 _Stored = TypeVar("_Stored", Claim, Volume, StorageClass)  # the storage objects `_stored` keeps
@@ -132,6 +132,15 @@ class ClusterState:
         self.claims: dict[str, Claim] = {}
         self.volumes: dict[str, Volume] = {}
         self.storage_classes: dict[str, StorageClass] = {}
+        # upstream's AssumePodVolumes: what placed pods' unbound WaitForFirstConsumer claims were
+        # given (pod uid -> its ClaimBindings), and the two views VolumeBinding's filter reads: a
+        # volume given to a claim (volume -> claim key), a claim to be provisioned on a node (claim
+        # key -> node). Each entry lasts until the watch shows it done (the volume names a claim,
+        # the claim carries selected-node or is bound) or the pod's placement is given up (forget,
+        # the pod deleted): a later cycle, or a later member of the same gang, never gets it too
+        self.claim_bindings: dict[str, tuple[ClaimBinding, ...]] = {}
+        self.volumes_given: dict[str, str] = {}
+        self.claims_provisioned: dict[str, str] = {}
         # kinds the shell cannot read (its role may not: an optional informer marked unavailable),
         # kind -> why: what reads them must not take their absence for "there are none"
         self.unread: dict[str, str] = {}
@@ -681,6 +690,7 @@ class ClusterState:
     def _remove_pod(self, pod: Pod) -> list[ClusterEvent]:
         uid = pod.uid
         events = self._unplace(uid) if uid in self.placements else []
+        self._drop_claim_bindings(uid)
         self.preempting.pop(uid, None)
         self.marked.discard(uid)
         self.held_assignments.pop(uid, None)
@@ -842,11 +852,28 @@ class ClusterState:
 
     # --- assume / forget (our own decisions, before the apiserver confirms them) ------------
 
-    def assume(self, uid: str, node_name: str, devices: DeviceAssignment | None) -> None:
+    def assume(self, uid: str, node_name: str, devices: DeviceAssignment | None,
+               claims: tuple[ClaimBinding, ...] = ()) -> None:
         self.members_version += 1
         pod = self.pods[uid]
         self.pending.discard(uid)
         self._place(pod, node_name, devices, assumed=True)
+        if claims:
+            self.claim_bindings[uid] = claims
+            for binding in claims:
+                if binding.volume:
+                    self.volumes_given[binding.volume] = binding.claim
+                else:
+                    self.claims_provisioned[binding.claim] = node_name
+
+    def _drop_claim_bindings(self, uid: str) -> None:
+        """The pod's placement is given up: what its claims were given is free again (what the
+        watch already shows done was dropped then; another pod's later entry is not this one's)."""
+        for binding in self.claim_bindings.pop(uid, ()):
+            if binding.volume and self.volumes_given.get(binding.volume) == binding.claim:
+                del self.volumes_given[binding.volume]
+            elif not binding.volume:
+                self.claims_provisioned.pop(binding.claim, None)
 
     def forget(self, uid: str) -> list[ClusterEvent]:
         """Undo an assumption (failed Binding or discarded gang transaction): what that frees."""
@@ -855,6 +882,7 @@ class ClusterState:
         if placement is None or not placement.assumed:
             return []
         freed = self._unplace(uid)
+        self._drop_claim_bindings(uid)
         pod = self.pods.get(uid)
         if pod is not None and not pod.node_name and self.is_ours(pod) and not pod.terminal and not pod.meta.deleting:
             self.pending.add(uid)  # a pod being deleted is never scheduled again (upstream's skipPodSchedule)
@@ -1245,12 +1273,16 @@ def _stored(store: dict[str, _Stored], key: str, value: _Stored, event_type: str
 def _on_claim(state: ClusterState, event_type: str, obj: JSON) -> tuple[list[ClusterEvent], list[Notice]]:
     """A claim added or changed may let the pods naming it through VolumeBinding (bound at last)."""
     claim = parse_claim(obj)
+    if claim.selected_node is not None or claim.bound or event_type == "DELETED":
+        state.claims_provisioned.pop(claim.key, None)  # the assumption is done (or moot)
     return _stored(state.claims, claim.key, claim, event_type, EventKind.CLAIM_CHANGED)
 
 
 def _on_volume(state: ClusterState, event_type: str, obj: JSON) -> tuple[list[ClusterEvent], list[Notice]]:
     """A PersistentVolume added or changed: its node affinity is what VolumeBinding matches."""
     volume = parse_volume(obj)
+    if volume.claim_ref is not None or event_type == "DELETED":
+        state.volumes_given.pop(volume.name, None)  # the assumption is done (or moot)
     return _stored(state.volumes, volume.name, volume, event_type, EventKind.VOLUME_CHANGED)
 
 
