@@ -65,6 +65,7 @@ from scheduler.kube.concurrency import MAX_IN_FLIGHT, InFlight, TaskHost
 from scheduler.kube.pod_answers import pod_in, pod_not_found
 from scheduler.kube.term_token import parse_term_token
 from scheduler.kube.term_write import write_term
+from scheduler.kube.volume_writes import VolumeWrite, write as write_volume
 from scheduler.logs import describe_error
 
 if TYPE_CHECKING:
@@ -113,6 +114,8 @@ class Binding:
     # the pod's `tessera.dev/term` as the core saw it when it decided ("" = none): a read-back
     # showing another one tells a term's fence (or a withdrawal) from anyone else's edit
     term_as_decided: str = ""
+    # VolumeBinding's PreBind: the volume and claim writes sent, in order, before the first POST
+    volume_writes: tuple[VolumeWrite, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,7 +239,7 @@ class Binder:
         try:
             start = time.monotonic()
             binding = await self.ready(binding)
-            result = await self._settle(binding, term)
+            result = await self._write_volumes(binding, term) or await self._settle(binding, term)
             settled = True
             result = replace(result, seconds=time.monotonic() - start)
             try:
@@ -245,6 +248,23 @@ class Binder:
                 log.exception("binder.callback_failed", pod=f"{binding.namespace}/{binding.name}")
         finally:
             self._flights.ended(settled=settled)
+
+    async def _write_volumes(self, binding: Binding, term: Hashable | None) -> BindResult | None:
+        """VolumeBinding's PreBind: each write in turn, only while the term that decided the
+        Binding leads; None when all landed (the Binding goes), else the result that keeps it
+        from being sent: refused (the pod is decided again; a write that landed stays, as
+        upstream's), or not leading (the new leader decides the pod)."""
+        for change in binding.volume_writes:
+            async with self._slots:
+                if self.term() is not None:
+                    await self.http.acquire()
+                if self.term() != term or term is None:
+                    return BindResult(binding, Outcome.RETRY, f"{NOT_LEADING}; the Binding was not sent", 0.0,
+                                      sends=0, not_leading=True)
+                failed = await write_volume(self.http, change, self.timeout)
+            if failed:
+                return BindResult(binding, Outcome.RETRY, failed, 0.0, sends=0)
+        return None
 
     async def _settle(self, binding: Binding, term: Hashable | None) -> BindResult:
         """POST, and after an ambiguous answer read back and POST the same Binding again, until the

@@ -46,6 +46,7 @@ from scheduler.kube.startup_gc import collect_after_sync
 from scheduler.kube.held import HeldDevicesWriter
 from scheduler.kube.status import SCHEDULER_ERROR, UNSCHEDULABLE, WAITING_FOR_ALLOCATION, StatusWriter
 from scheduler.kube.untold import UntoldNotices
+from scheduler.kube.volume_writes import planned
 from scheduler.first_few import first_few
 from scheduler.logs import describe_error
 
@@ -432,7 +433,8 @@ class SchedulerLoop:
 
         It also carries the term's fence token (`tessera.dev/term`), so the first pod a new
         leader binds tells a deposed one that still thinks it leads (its clock ran slow) to stop,
-        even when no pod was pending at the takeover for the fence to mark."""
+        even when no pod was pending at the takeover for the fence to mark. Its claims' volume
+        writes (`volume_writes.planned`) go first, conditional on the versions the core holds now."""
         pod = attempt.pod
         assert attempt.node is not None
         current = current if (current := self.core.state.pods.get(pod.uid)) is not None else pod
@@ -440,7 +442,8 @@ class SchedulerLoop:
         annotations = {**attempt.annotations, ann.TERM: token} if token is not None else attempt.annotations
         return Binding(pod.uid, pod.meta.namespace, pod.meta.name, attempt.node, annotations,
                        resource_version=current.meta.resource_version,
-                       term_as_decided=current.meta.annotations.get(ann.TERM, ""))
+                       term_as_decided=current.meta.annotations.get(ann.TERM, ""),
+                       volume_writes=planned(self.core.state, attempt.claims, attempt.node))
 
     async def _after_own_status_write(self, binding: Binding) -> Binding:
         """The Binding to send: as decided, or — when a status write of ours to the pod, conditional

@@ -1,0 +1,91 @@
+"""VolumeBinding's writes before a Binding: upstream's PreBind (volumebinding BindPodVolumes'
+bindAPIUpdate), for the claims a placed pod's decision gave something (`Attempt.claims`).
+
+- a claim given a static volume: the volume's spec.claimRef names the claim (kind, apiVersion,
+  namespace, name, uid, resourceVersion: reference.GetReference of the claim) and, when it did not
+  name it already, `pv.kubernetes.io/bound-by-controller: "yes"` (component-helpers
+  GetBindVolumeToClaim); the PV controller then binds the claim to it;
+- a claim to be provisioned: its `volume.kubernetes.io/selected-node` is the node, which the
+  provisioner waits for.
+
+Each write is a merge patch conditional on the object's resourceVersion as the core holds it
+(upstream's Update of the assumed object is conditional the same way): a volume taken meanwhile,
+or a claim changed, is refused with 409 and nothing is overwritten. A write refused, or failed, or
+one whose object is gone from the core's view, keeps the Binding from being sent: the pod is decided again (`Binder`). There is no rollback of a write that
+landed, as upstream has none: a volume naming the claim is the claim's (FindMatchingVolume's
+pre-bound case), so the next decision goes the same way.
+
+Not done (docs/not-supported.md, Volumes): upstream then waits, up to bindTimeoutSeconds (600),
+for the PV controller or the provisioner to bind the claims (checkBindings) and decides the pod
+again if provisioning fails. Tessera sends the Binding right after the writes: the kubelet waits
+for the claim to be bound, and a provisioning that fails leaves the pod on its node.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from scheduler.core.state import ClusterState
+from scheduler.core.volumes import BOUND_BY_CONTROLLER, CLAIM_KIND, SELECTED_NODE, ClaimBinding
+from scheduler.kube.http import MERGE_PATCH, TRANSPORT_ERRORS, KubeHttp
+from scheduler.logs import describe_error
+from scheduler.quoted import go_quote
+
+# upstream's PreBind failure as handleSchedulingFailure words it (RunPreBindPlugins' wrapping)
+PRE_BIND = 'running PreBind plugin "VolumeBinding"'
+
+
+@dataclass(frozen=True, slots=True)
+class VolumeWrite:
+    """One conditional merge patch: of `path`, named `what` in messages (an empty `body`: the
+    object is gone from the core's view, and the write fails without a request)."""
+
+    path: str
+    body: dict[str, Any]
+    what: str
+
+
+def planned(state: ClusterState, claims: tuple[ClaimBinding, ...], node: str) -> tuple[VolumeWrite, ...]:
+    """The writes the decision's claims need, from the objects as the core holds them: none for
+    a volume already naming the claim with its uid, or a claim already selected for the node."""
+    writes: list[VolumeWrite] = []
+    for given in claims:
+        namespace, name = given.claim.split("/", 1)
+        claim = state.claims.get(given.claim)
+        volume = state.volumes.get(given.volume) if given.volume else None
+        if given.volume:
+            path, what = f"/api/v1/persistentvolumes/{given.volume}", f"persistentvolumes {go_quote(given.volume)}"
+        else:
+            path = f"/api/v1/namespaces/{namespace}/persistentvolumeclaims/{name}"
+            what = f"persistentvolumeclaims {go_quote(name)}"
+        if claim is None or (given.volume and volume is None):  # gone since the decision: nothing to write to
+            writes.append(VolumeWrite(path, {}, what))
+        elif volume is not None:
+            ref = volume.claim_ref
+            if ref == (namespace, name, claim.meta.uid):
+                continue
+            metadata: dict[str, Any] = {"resourceVersion": volume.resource_version}
+            if not volume.bound_to(claim):  # GetBindVolumeToClaim's shouldSetBoundByController
+                metadata["annotations"] = {BOUND_BY_CONTROLLER: "yes"}
+            claim_ref = {"kind": CLAIM_KIND, "apiVersion": "v1", "namespace": namespace, "name": name,
+                         "uid": claim.meta.uid, "resourceVersion": claim.meta.resource_version}
+            writes.append(VolumeWrite(path, {"metadata": metadata, "spec": {"claimRef": claim_ref}}, what))
+        elif claim.selected_node != node:
+            writes.append(VolumeWrite(path, {"metadata": {"resourceVersion": claim.meta.resource_version,
+                                                          "annotations": {SELECTED_NODE: node}}}, what))
+    return tuple(writes)
+
+
+async def write(http: KubeHttp, change: VolumeWrite, timeout: float) -> str:
+    """Send one write: "" when it landed, else why not (the apiserver's message, or the error)."""
+    if not change.body:
+        return f"{PRE_BIND}: {change.what} not found"
+    try:
+        response = await http.request("PATCH", change.path, body=change.body, content_type=MERGE_PATCH,
+                                      timeout=timeout, limited=False)
+    except TRANSPORT_ERRORS as err:
+        return f"{PRE_BIND}: updating {change.what}: {describe_error(err)}"
+    if response.ok:
+        return ""
+    return f"{PRE_BIND}: HTTP {response.status}: {response.message()}"
