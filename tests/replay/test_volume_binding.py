@@ -263,3 +263,21 @@ def test_unread_storage_classes_take_an_unbound_claim_for_a_waiting_one() -> Non
     run.add(*nodes("a"), claim("data", storage_class="fast"), claimer("train", "data"))
     assert run.node_of("train") == "a"
 
+
+
+def test_a_gangs_members_never_share_a_local_volume_and_a_failed_gang_holds_none() -> None:
+    """The gang's transaction assumes each member where it lands: a later member sees the volume
+    an earlier one was given. One volume for two members: the gang does not fit, and undoing the
+    transaction gives the volume back."""
+    def member(name: str, claim_name: str) -> dict[str, Any]:
+        return claimer(name, claim_name, labels={"scheduling.x-k8s.io/pod-group": "g"})
+
+    run = Run()
+    run.add(*nodes("a", "b"), storage_class("local", WFFC), volume("nvme-a", "a", storage_class="local"),
+            claim("one", storage_class="local"), claim("two", storage_class="local"), b.podgroup("g", 2),
+            member("m1", "one"), member("m2", "two"))
+    assert run.node_of("m1") is None and run.node_of("m2") is None
+    assert run.state.volumes_given == {} and run.state.claim_bindings == {}
+    run.add(volume("nvme-b", "b", storage_class="local"))
+    assert {run.node_of("m1"), run.node_of("m2")} == {"a", "b"}
+    assert {c.volume for name in ("m1", "m2") for c in run.last(name).claims} == {"nvme-a", "nvme-b"}
