@@ -28,5 +28,5 @@ def assume_held(engine: Engine, uid: str, node: str, message: str, now: float) -
     reservation = engine.reserve_on(pod, info, now)
     if reservation is None:
         return None
-    state.assume(uid, node, reservation.devices)
-    return Attempt(pod, node, dict(reservation.annotations), message=message)
+    state.assume(uid, node, reservation.devices, reservation.claims)
+    return Attempt(pod, node, dict(reservation.annotations), claims=reservation.claims, message=message)

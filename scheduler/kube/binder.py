@@ -153,6 +153,15 @@ class BindResult:
     # replica's term ended while the Binding was out: the newer leader decided it, as it must (its
     # `tessera.dev/term` in `bound_by`) — the leadership machinery at work, not a fault (for the log)
     superseded: bool = False
+    # refused before the Binding was sent: a volume write of VolumeBinding's PreBind failed
+    # (`message` in upstream's words, "running PreBind plugin ...")
+    pre_bind: bool = False
+
+    @property
+    def refusal(self) -> str:
+        """What the pod's FailedScheduling Event and SchedulerError condition say of a refusal:
+        a PreBind failure in upstream's words, a Binding's under "Binding rejected:"."""
+        return self.message if self.pre_bind else f"Binding rejected: {self.message}"
 
     @property
     def counted_as(self) -> BindingResult:
@@ -263,7 +272,7 @@ class Binder:
                                       sends=0, not_leading=True)
                 failed = await write_volume(self.http, change, self.timeout)
             if failed:
-                return BindResult(binding, Outcome.RETRY, failed, 0.0, sends=0)
+                return BindResult(binding, Outcome.RETRY, failed, 0.0, sends=0, pre_bind=True)
         return None
 
     async def _settle(self, binding: Binding, term: Hashable | None) -> BindResult:

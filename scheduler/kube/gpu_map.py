@@ -70,7 +70,7 @@ class DecisionHooks(LoopHooks):
             # message (as the loop writes it); the placed attempt had dropped its last reason. One
             # the core decided again at once (changed by someone else) has no condition written;
             # one that fell back to the backoff (too many in a row) has, as any refusal
-            waiting = (WaitReason(SCHEDULER_ERROR, f"Binding rejected: {result.message}")
+            waiting = (WaitReason(SCHEDULER_ERROR, result.refusal)
                        if result.outcome is Outcome.RETRY and not redecided else None)
             self.log.binding(f"{binding.namespace}/{binding.name}", binding.node, result.outcome.value,
                              result.message, self.clock(), waiting)

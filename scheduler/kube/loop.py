@@ -990,8 +990,7 @@ class SchedulerLoop:
                 self.core.binding_failed(binding.uid, time.time())
             if not result.not_leading:  # given up is no error: the new leader decides the pod
                 self.stats.bind_errors += 1
-                self._binding_error(binding.namespace, binding.name, binding.uid,
-                                    f"Binding rejected: {result.message}")
+                self._binding_error(binding.namespace, binding.name, binding.uid, result.refusal)
         else:
             self.core.binding_dropped(binding.uid)
         self._submit_released()

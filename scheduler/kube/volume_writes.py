@@ -88,4 +88,4 @@ async def write(http: KubeHttp, change: VolumeWrite, timeout: float) -> str:
         return f"{PRE_BIND}: updating {change.what}: {describe_error(err)}"
     if response.ok:
         return ""
-    return f"{PRE_BIND}: HTTP {response.status}: {response.message()}"
+    return f"{PRE_BIND}: {response.message()}"  # the apiserver's Status message, as client-go's error reads

@@ -10,13 +10,15 @@ from dataclasses import replace
 
 import orjson
 
+from scheduler.api.config import load_config
 from scheduler.core.volumes import ClaimBinding
-from scheduler.kube.binder import Outcome
-from scheduler.kube.http import MERGE_PATCH, Response
+from scheduler.kube.binder import BindResult, Outcome
+from scheduler.kube.http import MERGE_PATCH, KubeHttp, Response
+from scheduler.kube.loop import SchedulerLoop
 from scheduler.kube.volume_writes import VolumeWrite, planned
-from tests.fakeapi import Call
+from tests.fakeapi import Call, FakeApi
 from tests.helpers import Run
-from tests.replay.test_volume_binding import claim, nodes, storage_class, volume
+from tests.replay.test_volume_binding import claim, claimer, nodes, storage_class, volume
 from tests.unit.test_binder import _bind, _binding, _setup
 
 PV = "/api/v1/persistentvolumes/nvme-a"
@@ -109,7 +111,7 @@ async def test_a_volume_taken_meanwhile_keeps_the_binding_from_being_sent() -> N
     await _bind(binder, replace(_binding(), volume_writes=WRITES))
     (result,) = results
     assert result.outcome is Outcome.RETRY and not result.not_leading and result.sends == 0
-    assert result.message == ('running PreBind plugin "VolumeBinding": HTTP 409: Operation cannot be fulfilled on '
+    assert result.refusal == ('running PreBind plugin "VolumeBinding": Operation cannot be fulfilled on '
                               'persistentvolumes "nvme-a": the object has been modified; please apply your changes '
                               "to the latest version and try again")
     assert not api.of("POST") and len(api.of("PATCH")) == 1
@@ -120,7 +122,8 @@ async def test_a_forbidden_write_says_so() -> None:
     api, binder, results, _ = _setup()
     api.fail_next("PATCH", PV, status=403)
     await _bind(binder, replace(_binding(), volume_writes=WRITES))
-    assert results[0].outcome is Outcome.RETRY and "HTTP 403" in results[0].message and not api.of("POST")
+    assert results[0].outcome is Outcome.RETRY and results[0].refusal == (
+        'running PreBind plugin "VolumeBinding": injected HTTP 403') and not api.of("POST")
 
 
 async def test_a_replica_not_leading_writes_nothing() -> None:
@@ -128,3 +131,21 @@ async def test_a_replica_not_leading_writes_nothing() -> None:
     await _bind(binder, replace(_binding(), volume_writes=WRITES))
     assert results[0].outcome is Outcome.RETRY and results[0].not_leading
     assert not api.calls
+
+
+def test_the_loop_writes_the_decisions_volumes_first_and_a_refusal_frees_them() -> None:
+    """The loop's Binding carries the writes the decision's claims need, from the versions its
+    core holds; a refused write makes the core forget the pod, and the volume is free again."""
+    api = FakeApi()
+    loop = SchedulerLoop(load_config(None), KubeHttp(api), KubeHttp(api), identity="test")  # type: ignore[arg-type]
+    for obj in (*nodes("a"), storage_class("local", "WaitForFirstConsumer"),
+                volume("nvme-a", "a", storage_class="local"), claim("data", storage_class="local"),
+                claimer("train", "data")):
+        loop._on_event("ADDED", obj)
+    [attempt] = loop.core.schedule_next(0.0) or []
+    assert attempt.node == "a" and loop.core.state.volumes_given == {"nvme-a": "default/data"}
+    binding = loop._binding(attempt)
+    assert [write.path for write in binding.volume_writes] == [PV]
+    loop._on_bound(BindResult(binding, Outcome.RETRY, 'running PreBind plugin "VolumeBinding": conflict', 0.01,
+                              sends=0, pre_bind=True))
+    assert loop.core.state.volumes_given == {} and loop.core.state.node_of(attempt.pod.uid) is None
