@@ -1,6 +1,7 @@
-"""VolumeBinding, the part that writes nothing: a pod's PersistentVolumeClaims must exist, and the
-volumes they are bound to must be attachable on the node (kube-scheduler v1.36
-pkg/scheduler/framework/plugins/volumebinding, volume_binding.go and binder.go).
+"""VolumeBinding: a pod's PersistentVolumeClaims must exist, the volumes they are bound to must be
+attachable on the node, and those waiting for their first consumer must find a volume or be
+provisionable there (kube-scheduler v1.36 pkg/scheduler/framework/plugins/volumebinding,
+volume_binding.go and binder.go).
 
 PreFilter, as upstream's podHasPVCs and GetPodVolumeClaims, both UnschedulableAndUnresolvable:
 a claim that does not exist (`persistentvolumeclaim "NAME" not found`; an ephemeral volume's:
@@ -32,9 +33,9 @@ the Binding.
 Cannot tell, so passes: the shell marks a kind its role may not read (`ClusterState.unread`, an
 old deploy without this plugin's RBAC): without claims nothing is checked, without volumes the
 bound claims' nodes are not, without StorageClasses an unbound claim is taken for a
-WaitForFirstConsumer one, and without volumes or StorageClasses no unbound claim is matched
-(it passes, and nothing is written for it, as before). A pod without claims skips the plugin (upstream's PreFilter Skip): it
-costs such pods one tuple test.
+WaitForFirstConsumer one, and without volumes or StorageClasses no unbound claim is matched (it
+passes, and nothing is written for it). A pod without claims skips the plugin (upstream's
+PreFilter Skip): it costs such pods one tuple test, and its Reserve one more.
 """
 
 from __future__ import annotations
