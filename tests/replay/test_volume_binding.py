@@ -281,3 +281,30 @@ def test_a_gangs_members_never_share_a_local_volume_and_a_failed_gang_holds_none
     run.add(volume("nvme-b", "b", storage_class="local"))
     assert {run.node_of("m1"), run.node_of("m2")} == {"a", "b"}
     assert {c.volume for name in ("m1", "m2") for c in run.last(name).claims} == {"nvme-a", "nvme-b"}
+
+
+def test_a_claims_own_volume_decides_even_on_another_node() -> None:
+    """FindMatchingVolume: a volume naming the claim (here given to it by a placed pod's
+    assumption) is the claim's match wherever it is; on a node it does not allow there is no
+    match, never another volume: a second pod sharing the claim fits only the first one's node."""
+    run = Run()
+    run.add(b.node("a", cpu="1", labels={HOSTNAME: "a"}), b.node("b", labels={HOSTNAME: "b"}),
+            storage_class("local", WFFC), volume("nvme-a", "a", storage_class="local"),
+            claim("shared", storage_class="local"), claimer("first", "shared"))
+    assert run.node_of("first") == "a"
+    run.add(volume("nvme-b", "b", storage_class="local"), claimer("second", "shared"))
+    assert run.node_of("second") is None
+    message = run.last("second").message
+    assert "1 Insufficient cpu" in message and f"1 {BIND_CONFLICT}" in message, message
+
+
+def test_a_volume_pinned_by_one_term_only_is_found_by_its_other_term() -> None:
+    """The search narrows to a node's own local volumes only for a volume whose every term names
+    hostnames: one that also allows a zone is tried on every node of the zone."""
+    either = volume("either", "a", storage_class="local")
+    either["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"].append(
+        {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["z-b"]}]})
+    run = Run()
+    run.add(*nodes("b", zone=True), storage_class("local", WFFC), either, claim("data", storage_class="local"),
+            claimer("train", "data"))
+    assert run.last("train").claims == (ClaimBinding("default/data", "either"),)

@@ -41,6 +41,7 @@ PreFilter Skip): it costs such pods one tuple test, and its Reserve one more.
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 from scheduler.core.framework.cycle_state import PodContext
@@ -49,7 +50,7 @@ from scheduler.core.framework.interface import (FilterPlugin, PreFilterPlugin, Q
                                                 ReservePlugin, always)
 from scheduler.core.objects import Pod
 from scheduler.core.state import ClusterEvent, ClusterState, EventKind, NodeInfo
-from scheduler.core.volumes import CLAIM_KIND, STORAGE_CLASS_KIND, VOLUME_KIND, Claim, ClaimBinding, Volume
+from scheduler.core.volumes import CLAIM_KIND, HOSTNAME, STORAGE_CLASS_KIND, VOLUME_KIND, Claim, ClaimBinding, Volume
 from scheduler.quoted import go_quote
 
 NAME = "VolumeBinding"
@@ -67,6 +68,9 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin):
 
     def __init__(self, handle: Handle) -> None:
         self.handle = handle
+        # `_index_of`'s volumes by class, valid while the state's volumes_version is this
+        self._index: dict[str, _ClassVolumes] = {}
+        self._index_version = -1
 
     def queueing_hints(self) -> Mapping[EventKind, QueueingHint]:
         """upstream's EventsToRegister: StorageClass Add|Update; a claim's Add|Update (here: one the
@@ -217,34 +221,79 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin):
             bindings.append(ClaimBinding(claim.key, ""))
         return tuple(bindings), True
 
+    def _index_of(self, storage_class: str) -> _ClassVolumes:
+        """The volumes of one class (upstream's ListPVs), indexed (`_ClassVolumes`); rebuilt when
+        the state's volumes changed."""
+        state = self.handle.state
+        if self._index_version != state.volumes_version:
+            self._index.clear()
+            for name in sorted(state.volumes):
+                volume = state.volumes[name]
+                index = self._index.setdefault(volume.storage_class, _ClassVolumes())
+                if volume.claim_ref is not None:
+                    index.claimed.setdefault(volume.claim_ref[:2], []).append(volume)
+                if volume.required is not None and volume.hostnames and all(
+                        any(req.key == HOSTNAME and req.operator == "In" for req in term.expressions)
+                        for term in volume.required):
+                    for host in volume.hostnames:
+                        index.pinned.setdefault(host, []).append(volume)
+                else:
+                    index.others.append(volume)
+            self._index_version = state.volumes_version
+        return self._index.get(storage_class, _NO_VOLUMES)
+
     def _matching_volume(self, claim: Claim, labels: Mapping[str, str], chosen: set[str]) -> Volume | None:
         """upstream's FindMatchingVolume on the scheduler's path (a node given): a volume already
-        naming the claim (or given to it by an assumption) if the node suits it, else the smallest
-        available one of the claim's class that fits. Volumes are tried by name, so that a tie
-        of sizes goes the same way every time."""
+        naming the claim (or given to it by an assumption) decides, whether the node suits it or
+        not; else the smallest available one of the claim's class that fits. Volumes are tried by
+        name, so that a tie goes the same way every time."""
         state = self.handle.state
+        index = self._index_of(claim.storage_class)
+        given = [state.volumes[name] for name, key in state.volumes_given.items()
+                 if key == claim.key and name in state.volumes]
+        for volume in sorted([*index.claimed.get((claim.meta.namespace, claim.meta.name), ()),
+                              *(v for v in given if v.storage_class == claim.storage_class)],
+                             key=lambda volume: volume.name):
+            if self._usable(volume, claim, chosen) and (volume.bound_to(claim) or volume in given):
+                return volume if volume.allows(labels) else None
+        here = index.pinned.get(labels.get(HOSTNAME, ""), [])
         smallest: Volume | None = None
-        for name in sorted(state.volumes):
-            volume = state.volumes[name]
-            if name in chosen or volume.storage_class != claim.storage_class:  # ListPVs(class), excludedVolumes
-                continue
-            given = state.volumes_given.get(name)
-            if given is not None and given != claim.key:
-                continue  # assumed bound to another claim (the assume cache's claimRef)
-            if volume.claim_ref is not None and not volume.bound_to(claim):
-                continue
-            if volume.capacity < claim.requested or volume.volume_mode != claim.volume_mode or volume.deleting:
-                continue
-            fits = volume.allows(labels)
-            if given is not None or volume.bound_to(claim):
-                return volume if fits else None
-            if not volume.available or (claim.selector is not None and not claim.selector.matches(volume.labels)):
-                continue
-            if not fits or not claim.access_modes <= volume.access_modes:
+        for volume in sorted(here + index.others, key=lambda volume: volume.name) if here and index.others \
+                else here or index.others:
+            if (not self._usable(volume, claim, chosen) or volume.claim_ref is not None or not volume.available
+                    or (claim.selector is not None and not claim.selector.matches(volume.labels))
+                    or not volume.allows(labels) or not claim.access_modes <= volume.access_modes):
                 continue
             if smallest is None or volume.capacity < smallest.capacity:
                 smallest = volume
         return smallest
+
+    def _usable(self, volume: Volume, claim: Claim, chosen: set[str]) -> bool:
+        """FindMatchingVolume's first checks: not chosen for another claim of the pod, nor bound
+        (or given by an assumption) to another claim, large enough, of the claim's volumeMode,
+        not being deleted."""
+        given = self.handle.state.volumes_given.get(volume.name)
+        return (volume.name not in chosen and (given is None or given == claim.key)
+                and (volume.claim_ref is None or volume.bound_to(claim))
+                and volume.capacity >= claim.requested and volume.volume_mode == claim.volume_mode
+                and not volume.deleting)
+
+
+@dataclass(slots=True)
+class _ClassVolumes:
+    """One class's volumes, each list by name: those whose claimRef names a claim (by its
+    namespace and name), and the rest split so that a node is searched for its own only: the
+    local volumes whose every node affinity term names hostnames (`kubernetes.io/hostname In`),
+    under each of those hostnames, and the others. A narrowing only (a cluster with a local
+    volume per disk of every node is not searched whole for every node tried): whether a volume
+    allows the node is still asked of each."""
+
+    claimed: dict[tuple[str, str], list[Volume]] = field(default_factory=dict)
+    pinned: dict[str, list[Volume]] = field(default_factory=dict)
+    others: list[Volume] = field(default_factory=list)
+
+
+_NO_VOLUMES = _ClassVolumes()
 
 
 def _claim_keys(pod: Pod) -> Iterator[str]:

@@ -141,6 +141,8 @@ class ClusterState:
         self.claim_bindings: dict[str, tuple[ClaimBinding, ...]] = {}
         self.volumes_given: dict[str, str] = {}
         self.claims_provisioned: dict[str, str] = {}
+        # moves whenever `volumes` changes: what VolumeBinding's index of them is valid for
+        self.volumes_version = 0
         # kinds the shell cannot read (its role may not: an optional informer marked unavailable),
         # kind -> why: what reads them must not take their absence for "there are none"
         self.unread: dict[str, str] = {}
@@ -416,8 +418,11 @@ class ClusterState:
             self.priority_classes.pop(name, None)
         if kind == CLAIM_KIND:
             self.claims.pop(key, None)
+            self.claims_provisioned.pop(key, None)
         if kind == VOLUME_KIND:
             self.volumes.pop(name, None)
+            self.volumes_given.pop(name, None)
+            self.volumes_version += 1
         if kind == STORAGE_CLASS_KIND:
             self.storage_classes.pop(name, None)
         return []
@@ -1283,6 +1288,7 @@ def _on_volume(state: ClusterState, event_type: str, obj: JSON) -> tuple[list[Cl
     volume = parse_volume(obj)
     if volume.claim_ref is not None or event_type == "DELETED":
         state.volumes_given.pop(volume.name, None)  # the assumption is done (or moot)
+    state.volumes_version += 1
     return _stored(state.volumes, volume.name, volume, event_type, EventKind.VOLUME_CHANGED)
 
 
