@@ -16,9 +16,9 @@ from scheduler.core.plugins.preemption.victims import listed_all
 from scheduler.core.resources import CPU
 from scheduler.core.scheduler import Scheduler
 from scheduler.sim.replay import Replay, ReplayStats, WatchEvent, attempt_line, read_events
-from scheduler.view.cluster import build_view
+from scheduler.view.cluster import build_view, removed_by_podgc
 from scheduler.view.decisions import DecisionLog
-from scheduler.view.model import SLICES, UNREADABLE_LINE, ClusterView, InputWarning, summary_dict
+from scheduler.view.model import NODE_DELETED, SLICES, UNREADABLE_LINE, ClusterView, InputWarning, summary_dict
 from scheduler.view.page import render_page
 from scheduler.view.text import count
 
@@ -123,6 +123,8 @@ def page_view(replay: Replay, decisions: DecisionLog, warnings: list[InputWarnin
 def render_table(scheduler: Scheduler, stats: ReplayStats, view: ClusterView | None = None) -> str:
     """Nodes with their GPU/CPU use and every pod on them — those the replay placed and those the
     input had bound already (a recording of a settled cluster showed nodes in use and no pods) —
+    the very nodes the summary line counts (the view's): a Node deleted under its pods is listed as
+    `NAME (Node deleted)` with the GPUs they still hold, and a line says the replay keeps them bound,
     then the cluster's GPU figures (the GPU map's summary line) and the pods that did not get a
     node. GPU is `in use/allocatable` as the scheduler counts nvidia.com/gpu (a GPU with slices on
     it is in use), then `(N shared)`: of those, the GPUs holding slices, as the GPU map shows them
@@ -145,15 +147,24 @@ def render_table(scheduler: Scheduler, stats: ReplayStats, view: ClusterView | N
         else:
             already_bound += 1
             moved += pod.key in stats.overruled  # a recorded Binding overruled the replay's decision
+    usage = {node.name: node.resources for node in scheduler.node_usage((GPU, CPU))}
     rows = [("NODE", "GPU", "CPU", "PODS")]
-    for node in scheduler.node_usage((GPU, CPU)):
-        gpu_used, gpus = node.resources[GPU]
-        cpu_used, cpus = node.resources[CPU]
-        gpu = f"{gpu_used}/{gpus}" if gpus else "-"
-        if gpus and shared.get(node.name):
-            gpu += f" ({shared[node.name]} shared)"
-        rows.append((node.name, gpu, f"{cpu_used / 1000:g}/{cpus / 1000:g}",
-                     ", ".join(sorted(by_node.get(node.name, []))) or "-"))
+    deleted: list[str] = []
+    for view_node in view.nodes:  # the nodes the summary counts: a Node deleted under its pods too
+        name = view_node.name
+        if name in usage:
+            gpu_used, gpus = usage[name][GPU]
+            cpu_used, cpus = usage[name][CPU]
+            gpu, cpu = f"{gpu_used}/{gpus}" if gpus else "-", f"{cpu_used / 1000:g}/{cpus / 1000:g}"
+        else:  # no Node object: the GPUs its pods (or devices) hold, as the view counts them
+            gpus, cpu = view_node.gpus_total, view_node.cpu
+            gpu = f"{gpus - view_node.gpus_free}/{gpus}" if gpus else "-"
+        if gpus and shared.get(name):
+            gpu += f" ({shared[name]} shared)"
+        if view_node.deleted:
+            deleted.append(name)
+        label = f"{name} ({NODE_DELETED})" if view_node.deleted else name
+        rows.append((label, gpu, cpu, ", ".join(sorted(by_node.get(name, []))) or "-"))
     widths = [max(len(row[i]) for row in rows) for i in range(3)]
     lines = ["  ".join(cell.ljust(widths[i]) if i < 3 else cell for i, cell in enumerate(row)) for row in rows]
     lines.append("")
@@ -164,6 +175,12 @@ def render_table(scheduler: Scheduler, stats: ReplayStats, view: ClusterView | N
     lines.append(f"{count(stats.events, 'event')}, {count(stats.attempts, 'scheduling attempt')}: "
                  f"{count(placed, 'pod')} placed, {len(unscheduled)} unschedulable{evicted}{bound}")
     lines.append(view.summary.line())
+    orphans = sum(len(by_node[name]) for name in deleted)
+    if orphans:  # upstream they stay bound: the replay neither drops nor re-places them (their rows name them)
+        one = orphans == 1
+        lines.append(f"  {count(orphans, 'pod')} bound to a deleted Node ({', '.join(deleted)}): "
+                     f"the replay leaves {'it' if one else 'them'} bound, holding what "
+                     f"{'it holds' if one else 'they hold'}, as the apiserver does {removed_by_podgc(not one)}")
     if len(unscheduled) <= MAX_LISTED_UNSCHEDULABLE:
         lines += [f"  {key}: {message}" for key, message in unscheduled]
     else:  # thousands of lines would bury the table: one per distinct reason, most common first
