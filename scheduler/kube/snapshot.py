@@ -86,15 +86,18 @@ def namespaced_path(kind: ResourceKind, namespace: str) -> str:
     return f"{prefix}/namespaces/{quote(namespace, safe='')}/{kind.plural}"
 
 
-async def list_kind(http: KubeHttp, kind: ResourceKind, path: str = "") -> list[dict[str, Any]] | Response:
+async def list_kind(http: KubeHttp, kind: ResourceKind, path: str = "",
+                    selector: str = "") -> list[dict[str, Any]] | Response:
     """Every object of `kind` (with kind and apiVersion set, as a watch event has them), or the
     apiserver's answer when it did not list them. A continue token that expired (410 on a later
-    page) restarts the list from the start, a few times, as client-go's pager does."""
+    page) restarts the list from the start, a few times, as client-go's pager does. `selector`: a
+    label selector the apiserver parses and applies (`kubectl get -l`'s), its errors its own."""
     restarts = 0
     items: list[dict[str, Any]] = []
     token = ""
     while True:
-        query = [("limit", str(PAGE))] + ([("continue", token)] if token else [])
+        query = [("limit", str(PAGE))] + ([("labelSelector", selector)] if selector else []) + \
+            ([("continue", token)] if token else [])
         response = await http.request("GET", path or kind.path, query=query, timeout=LIST_TIMEOUT, limited=False)
         if response.status == 410 and token and restarts < EXPIRED_RESTARTS:
             restarts += 1

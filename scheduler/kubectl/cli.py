@@ -27,11 +27,11 @@ from scheduler.closed_pipe import reader_gone
 from scheduler.first_few import first_few
 from scheduler.kube.http import (TRANSPORT_ERRORS, ConnectError, ContextNotFound, Impersonation, KubeconfigError,
                                  KubeHttp, Response, check_apiserver, connect, rejected)
-from scheduler.kube.informers import PODS, PRIORITY_CLASSES, SCHEDULER_KINDS, ResourceKind
+from scheduler.kube.informers import NODES, PODS, PRIORITY_CLASSES, SCHEDULER_KINDS, ResourceKind
 from scheduler.kube.snapshot import ClusterListing, ListError, list_cluster, list_kind, namespaced_path, object_events
 from scheduler.kubectl import explain as explaining
 from scheduler.kubectl import explain_group as explaining_group
-from scheduler.kubectl import limitrange, probe_pods, quota, rollback, whatif
+from scheduler.kubectl import capacity, limitrange, probe_pods, quota, rollback, whatif
 from scheduler.kubectl.installed import DEFAULT_NAMESPACE, ChosenConfig, installed_config
 from scheduler.kubectl.leadership import UNKNOWN, Leadership, config_drift, leadership
 from scheduler.kubectl.other_profile import pending_left_out
@@ -136,8 +136,10 @@ def build_parser() -> argparse.ArgumentParser:
     what.add_argument("-f", "--filename", metavar="FILE", action="append",
                       help="place these pods instead (Pods, Deployments, ReplicaSets, StatefulSets, Jobs, Kubeflow "
                            "training jobs, Lists, PodGroups; PersistentVolumeClaims, PersistentVolumes and StorageClasses "
-                           "join the dry run; objects of other kinds that make no pods, such as Services and "
-                           "ConfigMaps, are skipped with a note; "
+                           "join the dry run; Nodes and tessera.dev ExtendedResources are capacity added for it: a "
+                           "file of Nodes alone places the pending pods with them; objects of other built-in kinds "
+                           "that make no pods, such as Services and ConfigMaps, are skipped with a note, and any other "
+                           "kind (a DaemonSet, a CronJob, a custom resource) is an error; "
                            "PriorityClasses are not taken: apply them first (kubectl apply -f ...), then give "
                            "what-if the rest; - for stdin; repeat -f for several files), not created: "
                            "where they would go if created now, behind the pods already pending")
@@ -145,6 +147,12 @@ def build_parser() -> argparse.ArgumentParser:
                       help=f"with -f: place copies of the file's objects, each named NAME{probe_pods.RENAME_SUFFIX}, "
                            "their pods in the copies of the file's PodGroups (and label gangs of their own): what "
                            "re-submitting objects that exist already would do")
+    what.add_argument("--without-node", metavar="NAME", action="append",
+                      help="replay without this node (not deleted; repeat for several): its pods are replayed as "
+                           "pending and listed, each with the node it was on (a DaemonSet's go with it)")
+    what.add_argument("--without-nodes", metavar="SELECTOR",
+                      help="replay without the nodes this label selector matches (as kubectl get nodes -l takes it: "
+                           "a rack's label), as --without-node does")
     _installed(what)  # its Lease says who schedules the pending pods now (the Leader: line)
     what.set_defaults(func=_what_if)
     back = command("rollback-check", "before rolling back to a build without tessera.dev/held-devices (before "
@@ -436,13 +444,16 @@ async def _what_if(args: argparse.Namespace, target: Target) -> int:
         raise CommandError("--rename renames the objects of -f FILE: give the file", 2)
     probes, owners = _probes(args.filename, target.namespace, args.namespace, now, args.rename) \
         if args.filename else ([], [])
-    from_file = ", ".join(args.filename or ())
+    added = [probe for probe in probes if probe_pods.adds_capacity(probe)]
+    probes = [probe for probe in probes if not probe_pods.adds_capacity(probe)]
+    from_file = ", ".join(args.filename or ()) if probes else ""  # a file of Nodes alone: the pending pods' outcomes
     namespaces = {target.namespace} | {str(probe["metadata"]["namespace"]) for probe in probes}
     http, listing = await _listing(target, namespaces)
     try:
         chosen = await _chosen(args, http)
         _warn(listing)
-        if args.filename:
+        changed = await _capacity(http, args, listing.objects, added)
+        if from_file:
             classes = listing.unread.get(PRIORITY_CLASSES.label)
             try:
                 notes = probe_pods.resolve_priorities(probes, listing.objects, classes.why if classes else None,
@@ -452,7 +463,8 @@ async def _what_if(args: argparse.Namespace, target: Target) -> int:
             for note in notes:
                 print(f"warning: {note}", file=sys.stderr)
             workloads = await _existing(http, owners)
-            existing = probe_pods.clashes(probes, listing.objects) + [str(owner) for owner in workloads]
+            existing = (probe_pods.clashes(probes, listing.objects) + capacity.existing(added, listing.objects)
+                        + [str(owner) for owner in workloads])
             if existing:
                 raise CommandError(f"{from_file}: already in the cluster: {', '.join(existing)}; what-if -f asks "
                                    "what creating them would do, and the apiserver would refuse a name in use: "
@@ -466,11 +478,16 @@ async def _what_if(args: argparse.Namespace, target: Target) -> int:
                                                     if probe_pods.probe_keys([probe]).isdisjoint(limited)])
             result = whatif.what_if([*listing.objects, *probes], chosen.config, now,
                                     only=probe_pods.probe_keys(probes), from_file=from_file, unread=listing.unread,
-                                    scheduler_namespace=args.scheduler_namespace, refused=refused)
+                                    scheduler_namespace=args.scheduler_namespace, refused=refused, capacity=changed)
         else:
+            existing = capacity.existing(added, listing.objects)
+            if existing:
+                raise CommandError(f"{', '.join(args.filename)}: already in the cluster: {', '.join(existing)}; "
+                                   "what-if -f asks what creating them would do, and the apiserver would refuse a "
+                                   "name in use: give the file's objects other names")
             namespace = None if args.all_namespaces or args.namespace is None else target.namespace
             result = whatif.what_if(listing.objects, chosen.config, now, namespace, unread=listing.unread,
-                                    scheduler_namespace=args.scheduler_namespace)
+                                    scheduler_namespace=args.scheduler_namespace, capacity=changed)
         # pods wait (under a profile the configuration lacks too): does a replica schedule them now?
         if result.outcomes or result.other_profile_pods:
             result = whatif.with_leader(result, await _leader(http, chosen, args), args.scheduler_namespace)
@@ -478,6 +495,32 @@ async def _what_if(args: argparse.Namespace, target: Target) -> int:
         await http.api.close()
     _print(whatif.as_dict(result), lambda: whatif.render(result), args.output)
     return 0
+
+
+async def _capacity(http: KubeHttp, args: argparse.Namespace, listed: Sequence[dict[str, Any]],
+                    added: Sequence[dict[str, Any]]) -> capacity.Capacity:
+    """The capacity the replay changes: the file's Nodes and ExtendedResources added, the nodes
+    --without-node names (each must exist: kubectl's NotFound words) and those --without-nodes'
+    selector matches (listed by the apiserver, which parses the selector as `kubectl get nodes -l`
+    has it parsed: its errors are the apiserver's)."""
+    names = list(args.without_node or ())
+    missing = capacity.unknown_nodes(listed, names)
+    if missing:
+        raise CommandError("; ".join(f'--without-node: nodes "{name}" not found' for name in missing))
+    selected_by = ""
+    if args.without_nodes is not None:
+        try:
+            matched = await list_kind(http, NODES, selector=args.without_nodes)
+        except (*TRANSPORT_ERRORS, ValueError) as err:
+            raise CommandError(f"--without-nodes {args.without_nodes}: cannot list the nodes: "
+                               f"{describe_error(err)}") from None
+        if isinstance(matched, Response):
+            raise CommandError(f"--without-nodes {args.without_nodes}: HTTP {matched.status}: {matched.message()}")
+        if not matched:
+            raise CommandError(f"--without-nodes {args.without_nodes}: no node matches it")
+        names += [str((node.get("metadata") or {}).get("name")) for node in matched]
+        selected_by = f"--without-nodes {args.without_nodes}"
+    return capacity.Capacity(tuple(added), tuple(sorted(set(names))), selected_by)
 
 
 async def _rollback_check(args: argparse.Namespace, target: Target) -> int:

@@ -9,7 +9,9 @@ A file holds YAML or JSON documents: Pods, workloads, `List`s of them (`kubectl 
 output), and PodGroups (scheduler-plugins' or upstream's) for gangs; `-f` may be given more than
 once (`read_files`). The claims, PersistentVolumes and StorageClasses a file holds join the dry run
 with its pods (`STORAGE`: VolumeBinding reads them; a claim the file makes would otherwise be "not
-found"). Objects of other built-in kinds that never make pods (`NO_PODS`: a Service, a ConfigMap,
+found"). Its Nodes and ExtendedResources are capacity added to the cluster (`CAPACITY`,
+`capacity.Capacity`): a file of Nodes alone asks where the pending pods would go with them.
+Objects of other built-in kinds that never make pods (`NO_PODS`: a Service, a ConfigMap,
 ...) are skipped with a note, so an app's bundle can be passed whole; any other kind is an error, as it may make pods what-if cannot know of. A workload becomes the pods its
 controller would create from its template, the template's labels and annotations kept (a gang's
 among them, so the gang is judged whole):
@@ -56,8 +58,8 @@ import yaml
 
 from scheduler.core.disruption import parse_label_selector
 from scheduler.core.objects import (DEFAULT_PREEMPTION_POLICY, GANG_NAME_LABEL, INT32_MAX, PODGROUP_LABEL,
-                                    ObjectError, Pod, PriorityClass, gang_name, parse_pod, parse_priority_class,
-                                    str_map)
+                                    ObjectError, Pod, PriorityClass, gang_name, parse_device, parse_node, parse_pod,
+                                    parse_priority_class, str_map)
 from scheduler.core.selectors import LabelSelector
 
 POD_GROUP_KIND = "PodGroup"
@@ -72,7 +74,8 @@ TRAINING_API = "kubeflow.org/"
 TRAINING_TYPES = {"PyTorchJob": ("Master", "Worker"), "XGBoostJob": ("Master", "Worker"),
                   "PaddleJob": ("Master", "Worker"), "JAXJob": ("Worker",)}
 TAKEN = ("Pods, Deployments, ReplicaSets, StatefulSets, Jobs, Kubeflow training jobs (kubeflow.org/v1 "
-         f"{', '.join(TRAINING_JOBS)}), Lists of them and PodGroups")
+         f"{', '.join(TRAINING_JOBS)}), Nodes and tessera.dev ExtendedResources (capacity added), Lists of them "
+         "and PodGroups")
 # built-in kinds that never create pods, by (API group, kind): what-if -f skips them, with a note
 # (a bundle's StorageClass, claim, Service, ConfigMap); True for a cluster-scoped kind. A kind not
 # here and not taken (`TAKEN`) stays an error: a DaemonSet, a CronJob or a CRD's kind may create
@@ -90,6 +93,9 @@ NO_PODS: dict[tuple[str, str], bool] = {
 }
 # of those, the kinds VolumeBinding reads: taken into the dry run with the file's pods
 STORAGE = frozenset({("", "PersistentVolumeClaim"), ("", "PersistentVolume"), ("storage.k8s.io", "StorageClass")})
+# kinds that add capacity (`capacity.Capacity`): a Node, and the ExtendedResources a node agent (or
+# `tessera dev-cluster`) publishes for its GPUs, taken as if created; cluster-scoped
+CAPACITY = frozenset({("", "Node"), ("tessera.dev", "ExtendedResource")})
 DEFAULT_SCHEDULER = "default-scheduler"  # the apiserver's default for spec.schedulerName
 RENAME_SUFFIX = "-what-if"  # --rename: the copies' names (as the synthetic `<name>-what-if-<i>` pods')
 MAX_PODS = 100_000  # the most pods one file may stand for: a replay of more would not end in useful time
@@ -136,7 +142,7 @@ def read_files(files: Sequence[tuple[str, str]], namespace: str, namespace_flag:
                notes: list[str] | None = None, owners: list[Owner] | None = None,
                rename: bool = False) -> list[dict[str, Any]]:
     """`read_probes` of several files (`-f a.yaml -f b.yaml`, as kubectl takes -f repeatedly),
-    each (source, text): their objects together, at least one pod among them, no name twice.
+    each (source, text): their objects together, at least one pod or Node among them, no name twice.
     Objects of a kind that makes no pods (`NO_PODS`: a claim, a StorageClass, a Service, ...) are
     skipped, one note per file naming them; any other kind is an error (`_completed`). `owners`
     gets the named workloads whose pods are among them (one with generateName cannot exist yet).
@@ -157,6 +163,9 @@ def read_files(files: Sequence[tuple[str, str]], namespace: str, namespace_flag:
         skipped: list[str] = []
         for number, document in enumerate(_flattened(documents, source), start=1):
             where = f"{source}: object {number}"
+            if adds_capacity(document):
+                objects.append(_capacity(document, where, created))
+                continue
             if _makes_no_pods(document):
                 if (_group(document), document["kind"]) in STORAGE:
                     objects.append(_storage(document, where, namespace, namespace_flag))
@@ -179,7 +188,7 @@ def read_files(files: Sequence[tuple[str, str]], namespace: str, namespace_flag:
                          f"{'s' if len(skipped) == 1 else ''} no pods: {', '.join(skipped)}")
         skipped_all += skipped
     sources = ", ".join(source for source, _ in files)
-    if not any(obj["kind"] == "Pod" for obj in objects):
+    if not any(obj["kind"] in ("Pod", *(kind for _, kind in CAPACITY)) for obj in objects):
         if empty:
             raise ProbeError(f"{sources}: no pods in it: {'; '.join(empty)}: what-if -f places pods")
         only = (f" (only {', '.join(skipped_all)}, which make{'s' if len(skipped_all) == 1 else ''} no pods)"
@@ -305,6 +314,28 @@ def _storage(obj: dict[str, Any], where: str, namespace: str, namespace_flag: st
     meta["namespace"] = "" if NO_PODS[(_group(obj), obj["kind"])] else _namespace(meta, where, namespace,
                                                                                    namespace_flag)
     return {**obj, "metadata": meta}
+
+
+def adds_capacity(obj: Any) -> bool:
+    """Whether `obj` is of a kind that adds capacity (`CAPACITY`: a Node, an ExtendedResource)."""
+    return isinstance(obj, dict) and (_group(obj), obj.get("kind")) in CAPACITY
+
+
+def _capacity(obj: dict[str, Any], where: str, created: str) -> dict[str, Any]:
+    """A copy of a Node or ExtendedResource of the file as the apiserver would create it (named,
+    in no namespace, a uid, a creation time of now), checked by the core's parser: one it refuses
+    would vanish from the replay unsaid."""
+    meta = obj.get("metadata")
+    meta = dict(meta) if isinstance(meta, dict) else {}
+    meta.update(name=_name(meta, where), namespace="", uid=str(uuid.uuid4()), creationTimestamp=created)
+    meta.pop("generateName", None)
+    meta.pop("resourceVersion", None)
+    added = {**obj, "metadata": meta}
+    try:
+        (parse_node if obj["kind"] == "Node" else parse_device)(added)
+    except ObjectError as err:
+        raise ProbeError(f"{where}: {obj['kind']} {meta['name']} is not a valid {obj['kind']}: {err}") from None
+    return added
 
 
 def _group(obj: Mapping[str, Any]) -> str:

@@ -26,6 +26,7 @@ from scheduler.core.scheduler import Scheduler
 from scheduler.first_few import first_few
 from scheduler.kube.snapshot import Unread
 from scheduler.kube.term_token import TermToken
+from scheduler.kubectl.capacity import Capacity
 from scheduler.kubectl.installed import DEFAULT_NAMESPACE
 from scheduler.kubectl.leadership import Leadership
 from scheduler.kubectl.not_read import not_read, volume_note
@@ -66,6 +67,7 @@ class Outcome:
     # never created: the apiserver's admission would refuse it (`message` says why: `quota.admit`, `limitrange.admit`)
     refused: bool = False
     refused_by: str = ""  # the admission plugin that would refuse it (`Refusal.plugin`)
+    was_on: str = ""  # a pod of a node taken away (--without-node), replayed as pending: that node
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +104,12 @@ class WhatIf:
     # pods carries (the replica that wrote it and its Lease: `with_leader` asks whether it still leads)
     other_profile_pods: dict[str, int] = field(default_factory=dict)
     other_profile_terms: dict[str, TermToken] = field(default_factory=dict)
+    # the capacity changed (`capacity.Capacity`): the file's Nodes added, the nodes taken away (and
+    # how they were chosen), the pods that went with them (a DaemonSet's, finished ones)
+    added_nodes: tuple[str, ...] = ()
+    removed_nodes: tuple[str, ...] = ()
+    selected_by: str = ""
+    gone: tuple[str, ...] = ()
 
     @property
     def placed(self) -> int:
@@ -119,7 +127,7 @@ class WhatIf:
 def what_if(objects: Sequence[dict[str, Any]], config: SchedulerConfig, now: float,
             namespace: str | None = None, only: frozenset[str] | None = None, from_file: str = "",
             unread: Mapping[str, Unread] | None = None, scheduler_namespace: str = DEFAULT_NAMESPACE,
-            refused: Sequence[Refusal] = ()) -> WhatIf:
+            refused: Sequence[Refusal] = (), capacity: Capacity | None = None) -> WhatIf:
     """Replay the listed cluster under `config`; outcomes of the pending pods (in `namespace` only,
     when given, or the pods `only` names — `-f FILE`'s: the replay still places every pending pod,
     as the scheduler would). A pod whose outcome depends on a kind in `unread` (the kinds the
@@ -128,7 +136,10 @@ def what_if(objects: Sequence[dict[str, Any]], config: SchedulerConfig, now: flo
     where the installed ConfigMap is looked for, named when pods are a profile `config` lacks.
     `refused`: the file's pods LimitRanger or ResourceQuota admission would refuse
     (`limitrange.admit`, `quota.admit`): never created, so not replayed; each is said, and so is
-    its gang's loss to its members left pending."""
+    its gang's loss to its members left pending. `capacity`: Nodes added and nodes taken away for
+    the replay (the "Now" summary stays the cluster's); the pods of those taken away are pending
+    in it, and always listed, each with the node it was on."""
+    capacity = capacity or Capacity()
     refused_keys = {refusal.pod for refusal in refused}
     objects = [obj for obj in objects if obj.get("kind") != "Pod" or _key(obj) not in refused_keys]
     unknown = devices_unread(unread or {})  # GPUs pods' annotations name: in use as they say, no ghosts
@@ -136,7 +147,8 @@ def what_if(objects: Sequence[dict[str, Any]], config: SchedulerConfig, now: flo
     current = listed.core
     replay = Replay(config, breakdown=True)  # each plugin's part of the picked nodes' scores (`_scored`)
     replay.now = now  # node agents' heartbeats are judged against the real clock
-    for _ in replay.run_listing(WatchEvent("ADDED", obj) for obj in replay_order(objects)):
+    changed = capacity.applied(objects)
+    for _ in replay.run_listing(WatchEvent("ADDED", obj) for obj in replay_order(changed.objects)):
         pass
     victims = _victims(replay)
     found = {key: _outcome(attempt, tuple(victims.get(key, ())), replay)
@@ -160,6 +172,9 @@ def what_if(objects: Sequence[dict[str, Any]], config: SchedulerConfig, now: flo
     hidden = 0
     for key, outcome in sorted(found.items(), key=lambda item: _natural(item[0])):
         if key in replay.stats.evicted:
+            continue
+        if key in changed.displaced:
+            outcomes.append(replace(outcome, was_on=changed.displaced[key]))
             continue
         if (namespace is not None and not key.startswith(f"{namespace}/")) or (only is not None and key not in only):
             hidden += 1
@@ -192,7 +207,9 @@ def what_if(objects: Sequence[dict[str, Any]], config: SchedulerConfig, now: flo
                   evicted_reasons=tuple(replay.stats.evicted_why.get(key, "") for key in evicted), notes=tuple(notes),
                   other_profiles=_profile_lines(profile_pods, profile_terms, None, config.source, from_file,
                                                 scheduler_namespace),
-                  other_profile_pods=profile_pods, other_profile_terms=profile_terms)
+                  other_profile_pods=profile_pods, other_profile_terms=profile_terms,
+                  added_nodes=capacity.added_nodes, removed_nodes=capacity.without, selected_by=capacity.selected_by,
+                  gone=changed.gone)
 
 
 def with_leader(result: WhatIf, leader: Leadership | None, scheduler_namespace: str = DEFAULT_NAMESPACE) -> WhatIf:
@@ -337,8 +354,8 @@ def render(result: WhatIf) -> str:
     if not result.outcomes:
         nothing = (f"None of the pods in {result.from_file} is for a profile of the configuration" if result.from_file
                    else "No pending pods to place")
-        return (f"{nothing} (configuration {result.config}; nothing was "
-                f"written{elsewhere})." + (f"\n{theirs}" if theirs else "") + f"\n\nNow:    {result.before}")
+        return "\n".join([f"{nothing} (configuration {result.config}; nothing was written{elsewhere}).",
+                          *([theirs] if theirs else []), *_capacity_lines(result), "", f"Now:    {result.before}"])
     rows: list[list[str | None]] = [["POD", "NODE", "DEVICES", "RESULT"]]
     below: list[list[str]] = [[]]  # per row, the lines under it: how its node's score adds up
     for o in result.outcomes:
@@ -352,13 +369,20 @@ def render(result: WhatIf) -> str:
             verdict = f"cannot tell: {o.message}" if o.unknown else o.message
             if o.preempts:  # its preemption evicted them, and it still did not fit
                 verdict += f" (its preemption would evict {listed_all(o.preempts, o.preempt_reasons)})"
+        if o.was_on:
+            verdict += f" (was on {o.was_on})"
         rows.append([o.pod, o.node, ", ".join(o.devices), verdict])
         below.append(_breakdown(o.scored))
     stay = len(result.outcomes) - result.placed - result.unknown - result.refused
     unknown = f", {result.unknown} cannot tell (see RESULT)" if result.unknown else ""
     by = Counter(outcome.refused_by for outcome in result.outcomes if outcome.refused)
     unknown += "".join(f", {by[plugin]} would be refused by {REFUSED_BY[plugin]}" for plugin in sorted(by))
-    which = _pods(len(result.outcomes), result.from_file) + (" (not created)" if result.from_file else "")
+    displaced = sum(1 for outcome in result.outcomes if outcome.was_on)
+    which = _pods(len(result.outcomes) - displaced if result.from_file else len(result.outcomes), result.from_file)
+    if result.from_file:
+        which += " (not created)" + (f" and {count(displaced, 'pod')} of the nodes taken away" if displaced else "")
+    elif displaced:
+        which += f" ({displaced} of them from the nodes taken away)"
     table = [line for row, under in zip(columns(rows).split("\n"), below, strict=True) for line in (row, *under)]
     lines = [*table, "",
              f"{which}: {result.placed} would be placed, {stay} would stay pending{unknown} "
@@ -368,12 +392,34 @@ def render(result: WhatIf) -> str:
     lines += _notes(result.notes)
     if result.evicted:
         lines.append(f"Preemption would evict: {listed_all(result.evicted, result.evicted_reasons)}")
+    lines += _capacity_lines(result)
     if result.leader is not None:
         lines.append(f"Leader: {result.leader.message}")
         if result.leader.drift:
             lines.append(f"Warning: {result.leader.drift}")
     lines += [f"Now:    {result.before}", f"After:  {result.after}"]
     return "\n".join(lines)
+
+
+def _capacity_lines(result: WhatIf) -> list[str]:
+    """What the replay changed of the cluster: the Nodes added (not created) and the nodes taken
+    away (not deleted), with what became of their pods."""
+    lines = []
+    if result.added_nodes:
+        lines.append(f"Added:   {count(len(result.added_nodes), 'node')} (not created): "
+                     f"{first_few(result.added_nodes, 8)}")
+    if result.removed_nodes:
+        how = f"; {result.selected_by}" if result.selected_by else ""
+        moved = [outcome for outcome in result.outcomes if outcome.was_on]
+        placed = sum(1 for outcome in moved if outcome.node)
+        pods = (f"; their {count(len(moved), 'pod')} replayed as pending (RESULT says which node each was on): "
+                f"{placed} would be placed, {len(moved) - placed} would stay pending" if moved else
+                "; no pod of theirs to place again")
+        gone = (f"; {count(len(result.gone), 'pod')} {'goes' if len(result.gone) == 1 else 'go'} with them, not "
+                f"re-created elsewhere (a DaemonSet's, or finished): {first_few(result.gone, 3)}" if result.gone else "")
+        lines.append(f"Removed: {count(len(result.removed_nodes), 'node')} (not deleted{how}): "
+                     f"{first_few(result.removed_nodes, 8)}{pods}{gone}")
+    return lines
 
 
 def _breakdown(scored: Sequence[NodeScore]) -> list[str]:

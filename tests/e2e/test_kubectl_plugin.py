@@ -234,8 +234,12 @@ async def test_what_if_replays_the_pending_pods_and_writes_nothing(clean_cluster
 
 async def test_what_if_from_a_file_places_pods_that_are_not_created(clean_cluster: LocalControlPlane, kubectl: Kube,
                                                                      namespace: str, tmp_path: Path) -> None:
-    """A day-2 trial: "would an 8-GPU job fit?" needed the job to be created. `-f` answers from a file."""
-    names = await asyncio.to_thread(clean_cluster.add_fake_gpu_nodes, 1, 8, "A100", prefix="probe")
+    """A day-2 trial: "would an 8-GPU job fit?" needed the job to be created. `-f` answers from a file.
+    A capacity planner's trial: "what if I add a node of another model and take this one away?" —
+    a file's Node is capacity added, --without-nodes takes the nodes its selector matches away
+    (the real apiserver parses it), and the pods bound there are placed again; nothing is written."""
+    names = await asyncio.to_thread(clean_cluster.add_fake_gpu_nodes, 1, 8, "A100", prefix="probe",
+                                    labels={"rack": namespace})
     try:
         probe = tmp_path / "probe.yaml"
         probe.write_text(f"apiVersion: v1\nkind: Pod\nmetadata: {{name: probe8, namespace: {namespace}}}\n"
@@ -245,6 +249,27 @@ async def test_what_if_from_a_file_places_pods_that_are_not_created(clean_cluste
         assert [(o["pod"], o["node"]) for o in result["outcomes"]] == [(f"{namespace}/probe8", names[0])]
         pods = (await kubectl.call("GET", f"/api/v1/namespaces/{namespace}/pods")).json()["items"]
         assert pods == []  # nothing was created
+
+        # a pod bound to the A100 node, which only nodes of this rack take; an H100 node of the rack added
+        await kubectl.create_pod(namespace, b.pod("running4", limits={"nvidia.com/gpu": 4}, node_name=names[0],
+                                                  spec_extra={"nodeSelector": {"rack": namespace}}))
+        h100 = b.node(f"{names[0]}-h100", gpus=8, labels={"rack": namespace, "nvidia.com/gpu.product": "H100"})
+        (tmp_path / "h100.yaml").write_text(yaml.safe_dump(h100))
+        args = ("what-if", "-f", str(tmp_path / "h100.yaml"), "--without-nodes", f"kubernetes.io/hostname={names[0]}",
+                "-n", namespace)
+        result = orjson.loads(await _ok(clean_cluster, *args, "-o", "json"))
+        assert [(o["pod"], o["node"], o["was_on"]) for o in result["outcomes"]] == [
+            (f"{namespace}/running4", h100["metadata"]["name"], names[0])]
+        assert (result["added_nodes"], result["removed_nodes"]) == ([h100["metadata"]["name"]], names)
+        text = await _ok(clean_cluster, *args)
+        assert (f"Removed: 1 node (not deleted; --without-nodes kubernetes.io/hostname={names[0]}): {names[0]}; "
+                "their 1 pod replayed as pending (RESULT says which node each was on): 1 would be placed") in text
+        status, _, err = await _plugin(clean_cluster, "what-if", "--without-nodes", "rack in (", "-n", namespace)
+        assert status != 0 and "--without-nodes rack in (: HTTP 400: " in err, err
+        nodes = [node["metadata"]["name"] for node in (await kubectl.call("GET", "/api/v1/nodes")).json()["items"]]
+        assert names[0] in nodes and h100["metadata"]["name"] not in nodes  # nothing created, nothing deleted
+        [pod] = (await kubectl.call("GET", f"/api/v1/namespaces/{namespace}/pods")).json()["items"]
+        assert pod["spec"]["nodeName"] == names[0]
     finally:
         await asyncio.to_thread(clean_cluster.remove_fake_gpu_nodes, names)
 

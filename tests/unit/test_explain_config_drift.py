@@ -59,6 +59,7 @@ async def _run(command: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.Cap
         assert await cli._explain(args, Target(None, None, "default")) == 0
     else:
         args = argparse.Namespace(config=config, namespace=None, all_namespaces=False, filename=None, rename=False,
+                                  without_node=None, without_nodes=None,
                                   scheduler_namespace="tessera-system", output=output)
         assert await cli._what_if(args, Target(None, None, "default")) == 0
     return capsys.readouterr().out

@@ -242,6 +242,7 @@ async def test_what_if_says_who_schedules_the_pending_pods_now(monkeypatch: pyte
     objs: list[dict[str, Any]] = [b.node("v100-node-001", gpus=4), b.pod("gap-pod", limits={"nvidia.com/gpu": 1})]
     _serve(monkeypatch, api, objs)
     args = argparse.Namespace(config=str(tried), namespace=None, all_namespaces=False, filename=None, rename=False,
+                              without_node=None, without_nodes=None,
                               scheduler_namespace="tessera-system", output="table")
     assert await cli._what_if(args, Target(None, None, "default")) == 0
     out = capsys.readouterr()
@@ -338,6 +339,7 @@ async def test_an_invalid_installed_configuration_still_names_the_running_schedu
         assert await cli._explain(_args("gap-pod"), Target(None, None, "default")) == 0
     else:
         args = argparse.Namespace(config=None, namespace=None, all_namespaces=False, filename=None, rename=False,
+                                  without_node=None, without_nodes=None,
                                   scheduler_namespace="tessera-system", output="table")
         assert await cli._what_if(args, Target(None, None, "default")) == 0
     out = capsys.readouterr()
@@ -424,6 +426,7 @@ async def test_with_config_the_leader_is_read_from_the_files_lease(
         assert await cli._explain(args, Target(None, None, "default")) == 0
     else:
         args = argparse.Namespace(config=str(topology), namespace=None, all_namespaces=False, filename=None, rename=False,
+                                  without_node=None, without_nodes=None,
                                   scheduler_namespace="tessera-system", output="table")
         assert await cli._what_if(args, Target(None, None, "default")) == 0
     out = capsys.readouterr()

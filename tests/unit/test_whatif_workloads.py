@@ -132,7 +132,8 @@ def test_another_kind_is_an_error_naming_the_kinds_taken() -> None:
     for kind in ("DaemonSet", "CronJob", "JobSet", "MPIJob", "Service"):
         with pytest.raises(ProbeError, match=f"f: object 1 is a {kind}: what-if -f takes Pods, Deployments, "
                                              "ReplicaSets, StatefulSets, Jobs, Kubeflow training jobs \\(kubeflow.org/v1 PyTorchJob, "
-                                             "TFJob, XGBoostJob, PaddleJob, JAXJob\\), Lists of them and PodGroups"):
+                                             "TFJob, XGBoostJob, PaddleJob, JAXJob\\), Nodes and tessera.dev "
+                                             "ExtendedResources \\(capacity added\\), Lists of them and PodGroups"):
             read_probes(_workload(kind, "x", 1), "f", "default", None, 0)
 
 
