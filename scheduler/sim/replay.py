@@ -291,6 +291,22 @@ class Replay:
         self.stats.diverged[name] = f"binds {pod.key} there, where this replay had placed {', '.join(placed)}"
         return True
 
+    def said_over_capacity(self, notice: Notice) -> bool:
+        """A GPUsOvercommitted notice the report's over-capacity line says better (the report
+        leaves it out; `stats.notices` keeps the core's word): on a node of Tessera's pods alone
+        whose count was not cut, the live scheduler's story (a device plugin reporting fewer GPUs,
+        an earlier leader's late Binding) does not exist in a replay, where the input's bound pods
+        are the cause. Those naming another scheduler's pods, or a count the input cut, stay: the
+        input holds them."""
+        if notice.reason != "GPUsOvercommitted":
+            return False
+        state = self.scheduler.state
+        pod = state.pods.get(notice.uid) if notice.kind == "Pod" else None
+        node = notice.key if notice.kind == "Node" else pod.node_name if pod is not None else ""
+        info = state.nodes.get(node)
+        return (node in self.stats.over_capacity and info is not None and not info.cut_from
+                and state.only_ours_on(info))
+
     def _keep_binding(self, event: WatchEvent) -> WatchEvent:
         """A recorded update without `spec.nodeName` of a pod this replay bound (a recording made
         while Tessera was stopped: the pod stayed pending there) keeps the replay's Binding, as

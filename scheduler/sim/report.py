@@ -103,11 +103,13 @@ def run_simulation(path: str, config: SchedulerConfig, explain: bool, output: st
 def input_warnings(errors: list[str], replay: Replay) -> list[InputWarning]:
     """What the replay says of its input, on stderr whatever the output and in the page's
     "Input warnings" section: the lines it could not read (the first `MAX_LINE_ERRORS`, then how
-    many more), then the core's notices."""
+    many more), then the core's notices (but those the over-capacity lines say in a replay's
+    words: `Replay.said_over_capacity`)."""
     said = [InputWarning(UNREADABLE_LINE, error) for error in errors[:MAX_LINE_ERRORS]]
     if len(errors) > MAX_LINE_ERRORS:
         said.append(InputWarning(UNREADABLE_LINE, f"{len(errors) - MAX_LINE_ERRORS} more unreadable lines"))
-    return said + [InputWarning(notice.reason, notice.message) for notice in replay.stats.notices]
+    return said + [InputWarning(notice.reason, notice.message) for notice in replay.stats.notices
+                   if not replay.said_over_capacity(notice)]
 
 
 def page_view(replay: Replay, decisions: DecisionLog, warnings: list[InputWarning]) -> ClusterView:

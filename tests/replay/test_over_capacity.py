@@ -136,3 +136,20 @@ def test_the_gpu_map_of_a_diverged_replay_says_so_on_the_node() -> None:
                           "diverged from the cluster here)",
                           # the views' own note on the plain-count pod shown on no GPU (58b7935)
                           "default/wants-8: 3 nvidia.com/gpu counted beyond the node's GPUs (shown on none)")
+
+
+@pytest.mark.parametrize("devices", [False, True])
+def test_a_replay_says_an_over_committed_node_once_in_a_replays_words(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], devices: bool) -> None:
+    """A capacity planner's trial: next to `node n is over its capacity: nvidia.com/gpu 10 used > 8
+    allocatable (...)` the replay printed the live scheduler's `GPUsOvercommitted: node n has 9 ...`,
+    which blames a cut device-plugin count or an earlier leader's late Binding — neither exists in a
+    replay, where the input's bound pods are the cause (as the first line says)."""
+    objects = [b.node("n", gpus=8), *(b.device("n", i) for i in range(8) if devices),
+               b.pod("aa", limits={"nvidia.com/gpu": 2}, spec_extra={"nodeSelector": {"kubernetes.io/hostname": "n"}})]
+    objects += [b.pod(f"on-n-{i}", limits={"nvidia.com/gpu": 1}, node_name="n", phase="Running") for i in range(8)]
+    err = _simulate(tmp_path, [b.event("ADDED", obj) for obj in objects], capsys)
+    assert [line for line in err if "node n" in line] == [
+        "tessera: warning: node n is over its capacity: nvidia.com/gpu 10 used > 8 allocatable (pods in the input "
+        "are bound beyond what the node offers, so this replay does not match the cluster; record bound pods "
+        "before pending ones)"]
