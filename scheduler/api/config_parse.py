@@ -373,7 +373,7 @@ def _v1_profiles(root: ArgsReader) -> tuple[Profile, ...]:
     return tuple(profiles.values())
 
 
-_SAME_QUEUE_SORT = "queueSort must be the same for all profiles"
+_SAME_QUEUE_SORT = "must be the same for all profiles"  # the set's; the args' says "queueSort " first
 _SAME_QUEUE_SORT_FIX = "; every profile's queueSort must be written the same"
 
 
@@ -441,8 +441,8 @@ def _same_queue_sort(raw_profiles: list[object], profiles: dict[int, Profile], i
     """validateCommonQueueSort: one queue holds every profile's pods, so profile `i`'s queueSort
     set must be the first profile's, and the args of the first profile's queue sort plugin the
     same in both (after defaulting: `plugin_args` keeps the ones that differ from the defaults).
-    The value is printed as Go's %#v of the internal type, as upstream's field.Invalid does; a
-    set this cannot read was already refused by its profile's own checks."""
+    The value is printed as upstream's field.Invalid prints the internal type (`_go_json`); a set
+    this cannot read was already refused by its profile's own checks."""
     canon, curr = _queue_sort(raw_profiles[0]), _queue_sort(raw_profiles[i])
     if canon is None or curr is None:
         return
@@ -454,7 +454,7 @@ def _same_queue_sort(raw_profiles: list[object], profiles: dict[int, Profile], i
         return
     args = other.plugin_args.get(name, BY_NAME[name].default_args())
     if first.plugin_args.get(name, BY_NAME[name].default_args()) != args:
-        invalid(f"profiles[{i}].pluginConfig.args", _go_args(args), _SAME_QUEUE_SORT)
+        invalid(f"profiles[{i}].pluginConfig.args", _go_args(args), f"queueSort {_SAME_QUEUE_SORT}")
 
 
 _QueueSort = tuple[tuple[tuple[str, int], ...], tuple[str, ...]]
@@ -480,21 +480,25 @@ def _queue_sort(raw: object) -> _QueueSort | None:
 
 
 def _go_plugin_set(enabled: tuple[tuple[str, int], ...], disabled: tuple[str, ...]) -> Verbatim:
-    """A queueSort set as Go's %#v prints the internal config.PluginSet."""
-    def plugins(entries: list[str]) -> str:
-        return "[]config.Plugin{" + ", ".join(entries) + "}" if entries else "[]config.Plugin(nil)"
-    return Verbatim("config.PluginSet{Enabled:"
-                    + plugins([f"config.Plugin{{Name:{json.dumps(name)}, Weight:{weight}}}" for name, weight in enabled])
-                    + ", Disabled:" + plugins([f"config.Plugin{{Name:{json.dumps(name)}, Weight:0}}" for name in disabled])
-                    + "}")
+    """A queueSort set as kube-scheduler v1.36's field.Invalid prints the internal config.PluginSet:
+    Go's encoding/json of a type without json tags (field names as keys, a nil list as null)."""
+    def plugins(entries: list[dict[str, object]]) -> list[dict[str, object]] | None:
+        return entries or None
+    return _go_json({"Enabled": plugins([{"Name": name, "Weight": weight} for name, weight in enabled]),
+                     "Disabled": plugins([{"Name": name, "Weight": 0} for name in disabled])})
 
 
 def _go_args(args: BaseModel) -> Verbatim:
-    """A plugin's args as Go's %#v prints its internal config type (`config.<Kind>{TypeMeta:...,
-    Field:value, ...}`); its fields by their Go names, in the model's order."""
-    fields = ", ".join(f"{''.join(part.capitalize() for part in name.split('_'))}:{json.dumps(value)}"
-                       for name, value in args.model_dump().items())
-    return Verbatim(f'config.{type(args).__name__}{{TypeMeta:v1.TypeMeta{{Kind:"", APIVersion:""}}, {fields}}}')
+    """A plugin's args as field.Invalid prints its internal config type: Go's encoding/json, its
+    fields by their Go names in the model's order (the embedded TypeMeta's kind and apiVersion are
+    empty there, and omitempty)."""
+    return _go_json({"".join(part.capitalize() for part in name.split("_")): value
+                     for name, value in args.model_dump(mode="json").items()})
+
+
+def _go_json(value: object) -> Verbatim:
+    """`value` as Go's json.Marshal writes it (compact), unshortened as field errors print it."""
+    return Verbatim(json.dumps(value, separators=(",", ":"), ensure_ascii=False))
 
 
 def _v1_profile(raw: object, i: int, lone: bool, seen: dict[str, int]) -> tuple[Profile, _ProfilePlugins]:

@@ -115,6 +115,12 @@ CASES = {
         "profiles:\n- plugins:\n    queueSort:\n      enabled: [{name: PrioritySort}, {name: NodeName}]\n", V1,
         "profiles[0].plugins.queueSort.Enabled: Invalid value: 2: only one queue sort plugin can be enabled",
         "profiles[0].plugins.queueSort.Enabled"),
+    # validateCommonQueueSort: the set printed as encoding/json writes the internal PluginSet
+    "queue-sort-differs": ('profiles:\n- schedulerName: a\n- schedulerName: b\n  plugins:\n    queueSort:\n'
+                           '      enabled: [{name: PrioritySort}]\n      disabled: [{name: "*"}]\n', V1,
+                           'profiles[1].plugins.queueSort: Invalid value: {\\"Enabled\\":[{\\"Name\\":\\"PrioritySort'
+                           '\\",\\"Weight\\":0}],\\"Disabled\\":[{\\"Name\\":\\"*\\",\\"Weight\\":0}]}: must be the '
+                           "same for all profiles", "profiles[1].plugins.queueSort"),
     # NewFramework's count of the expanded queueSort point (the binary has no Coscheduling, so the
     # two-plugin form, e.g. `queueSort: [Coscheduling]` beside multiPoint's PrioritySort, is unit-tested)
     "no-queue-sort": ('profiles:\n- plugins:\n    queueSort:\n      disabled: [{name: "*"}]\n', V1,
