@@ -112,6 +112,7 @@ from scheduler.api.config_reader import (
     child,
     duplicate,
     fmt,
+    go_json,
     forbidden,
     invalid,
     required,
@@ -441,7 +442,7 @@ def _same_queue_sort(raw_profiles: list[object], profiles: dict[int, Profile], i
     """validateCommonQueueSort: one queue holds every profile's pods, so profile `i`'s queueSort
     set must be the first profile's, and the args of the first profile's queue sort plugin the
     same in both (after defaulting: `plugin_args` keeps the ones that differ from the defaults).
-    The value is printed as upstream's field.Invalid prints the internal type (`_go_json`); a set
+    The value is printed as upstream's field.Invalid prints the internal type (`go_json`); a set
     this cannot read was already refused by its profile's own checks."""
     canon, curr = _queue_sort(raw_profiles[0]), _queue_sort(raw_profiles[i])
     if canon is None or curr is None:
@@ -484,7 +485,7 @@ def _go_plugin_set(enabled: tuple[tuple[str, int], ...], disabled: tuple[str, ..
     Go's encoding/json of a type without json tags (field names as keys, a nil list as null)."""
     def plugins(entries: list[dict[str, object]]) -> list[dict[str, object]] | None:
         return entries or None
-    return _go_json({"Enabled": plugins([{"Name": name, "Weight": weight} for name, weight in enabled]),
+    return go_json({"Enabled": plugins([{"Name": name, "Weight": weight} for name, weight in enabled]),
                      "Disabled": plugins([{"Name": name, "Weight": 0} for name in disabled])})
 
 
@@ -492,13 +493,8 @@ def _go_args(args: BaseModel) -> Verbatim:
     """A plugin's args as field.Invalid prints its internal config type: Go's encoding/json, its
     fields by their Go names in the model's order (the embedded TypeMeta's kind and apiVersion are
     empty there, and omitempty)."""
-    return _go_json({"".join(part.capitalize() for part in name.split("_")): value
+    return go_json({"".join(part.capitalize() for part in name.split("_")): value
                      for name, value in args.model_dump(mode="json").items()})
-
-
-def _go_json(value: object) -> Verbatim:
-    """`value` as Go's json.Marshal writes it (compact), unshortened as field errors print it."""
-    return Verbatim(json.dumps(value, separators=(",", ":"), ensure_ascii=False))
 
 
 def _v1_profile(raw: object, i: int, lone: bool, seen: dict[str, int]) -> tuple[Profile, _ProfilePlugins]:

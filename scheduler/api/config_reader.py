@@ -104,6 +104,12 @@ def fmt(value: object) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
+def go_json(value: object) -> Verbatim:
+    """`value` as Go's json.Marshal writes it (compact), unshortened: how field errors print a
+    list or a struct (kube-scheduler's `Invalid value: ["a","b"]`)."""
+    return Verbatim(json.dumps(value, separators=(",", ":"), ensure_ascii=False))
+
+
 def invalid(path: str, value: object, detail: str) -> NoReturn:
     raise FieldError(path, f"Invalid value: {fmt(value)}: {detail}")
 

@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 
 from scheduler.api.config import ConfigError, SchedulerConfig, load_config
+from scheduler.core.plugins.node_affinity_args import NodeAffinityArgs
+from scheduler.core.plugins.registry import args_of
 from scheduler.kube.controlplane import ControlPlaneBinaries
 
 V1 = "kubescheduler.config.k8s.io/v1"
@@ -107,6 +109,21 @@ CASES = {
                            "whenUnsatisfiable: ScheduleAnyway}]"),
         V1, 'defaultConstraints[1]: Duplicate value: \\"{zone, ScheduleAnyway}\\"',
         "profiles[0].pluginConfig[0].args.defaultConstraints[1]"),
+    # NodeAffinityArgs (ValidateNodeAffinityArgs: component-helpers' NewNodeSelector with the args' path)
+    "added-affinity-bad-key": (
+        "profiles:\n- pluginConfig:\n  - name: NodeAffinity\n    args:\n      addedAffinity:\n"
+        "        requiredDuringSchedulingIgnoredDuringExecution:\n          nodeSelectorTerms:\n"
+        "          - matchExpressions: [{key: a/b/c, operator: Exists}]\n", V1,
+        'requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].key: Invalid value: '
+        '\\"a/b/c\\": a valid label key', "profiles[0].pluginConfig[0].args.addedAffinity."
+        "requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].key"),
+    "added-affinity-field-values": (
+        "profiles:\n- pluginConfig:\n  - name: NodeAffinity\n    args:\n      addedAffinity:\n"
+        "        preferredDuringSchedulingIgnoredDuringExecution:\n        - weight: 2\n          preference:\n"
+        "            matchFields: [{key: metadata.name, operator: In, values: [a, b]}]\n", V1,
+        'preferredDuringSchedulingIgnoredDuringExecution[0].matchFields[0].values: Invalid value: [\\"a\\",\\"b\\"]: '
+        "must have one element", "profiles[0].pluginConfig[0].args.addedAffinity."
+        "preferredDuringSchedulingIgnoredDuringExecution[0].matchFields[0].values"),
     "two-queue-sorts": ("profiles:\n- plugins:\n    queueSort:\n      enabled: [{name: PrioritySort}, {name: Coscheduling}]\n",
                         V1, "profiles[0].plugins.queueSort.Enabled: Invalid value: 2: only one queue sort plugin can "
                             "be enabled", "profiles[0].plugins.queueSort.Enabled"),
@@ -198,6 +215,15 @@ ACCEPTED: dict[str, tuple[str, Callable[[SchedulerConfig], object], object]] = {
         'profiles:\n- plugins:\n    multiPoint:\n      disabled: [{name: "*"}]\n'
         "      enabled: [{name: DefaultBinder}, {name: PrioritySort}]\n",
         lambda config: (config.profiles[0].queue_sort, dict(config.profiles[0].score_weights)), (("PrioritySort",), {})),
+    "added-affinity": (
+        "profiles:\n- pluginConfig:\n  - name: NodeAffinity\n    args:\n      addedAffinity:\n"
+        "        requiredDuringSchedulingIgnoredDuringExecution:\n          nodeSelectorTerms:\n"
+        "          - matchExpressions: [{key: nvidia.com/gpu.product, operator: Exists}]\n"
+        "        preferredDuringSchedulingIgnoredDuringExecution:\n        - weight: 0\n          preference:\n"
+        "            matchExpressions: [{key: '', operator: In}]\n",
+        lambda config: [str(term) for term in args_of(config.profiles[0], NodeAffinityArgs).required_terms or ()],
+        ["SelectorTerm(expressions=(Requirement(key='nvidia.com/gpu.product', operator='Exists', values=(), errors=()),), "
+         "fields=())"]),
 }
 _STARTED = "Starting Kubernetes Scheduler"  # logged by Run, after the configuration is decoded and validated and the profiles built
 

@@ -178,7 +178,7 @@ def test_configz_shows_every_enabled_plugins_args_defaults_included() -> None:
     [profile] = configz(builtin)["componentconfig"]["configuration"]["profiles"]
     args = profile["pluginArgs"]
     # every plugin the built-in profile runs that has args; TesseraGpuPacking is not enabled
-    assert sorted(args) == ["Coscheduling", "DefaultPreemption", "InterPodAffinity", "NodeResourcesFit",
+    assert sorted(args) == ["Coscheduling", "DefaultPreemption", "InterPodAffinity", "NodeAffinity", "NodeResourcesFit",
                             "PodTopologySpread", "TesseraDevices", "TesseraFragmentation", "TopologyPlacement"]
     assert args["InterPodAffinity"] == {"hardPodAffinityWeight": 1, "ignorePreferredTermsOfExistingPods": False}
     assert args["NodeResourcesFit"] == {"type": "LeastAllocated", "shape": [],

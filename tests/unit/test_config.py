@@ -515,8 +515,8 @@ FIT = "profiles[0].pluginConfig[0].args.scoringStrategy"
     (profile(plugins={"score": {"enabled": [{"weight": 2}]}}), "profiles[0].plugins.score.enabled[0].name", "Required value"),
     (profile(plugins={"scores": {}}), "profiles[0].plugins.scores", "unknown field"),
     # pluginConfig
-    (profile(pluginConfig=[{"name": "NodeAffinity", "args": {}}]), "profiles[0].pluginConfig[0].name",
-     'Unsupported value: "NodeAffinity": supported values: "TopologyPlacement", "NodeResourcesFit", "Coscheduling", "TesseraDevices", "PodTopologySpread", "InterPodAffinity", "NodeResourcesBalancedAllocation", "TesseraFragmentation"'),
+    (profile(pluginConfig=[{"name": "TaintToleration", "args": {}}]), "profiles[0].pluginConfig[0].name",
+     'Unsupported value: "TaintToleration": supported values: "NodeAffinity", "TopologyPlacement", "NodeResourcesFit", "Coscheduling", "TesseraDevices", "PodTopologySpread", "InterPodAffinity", "NodeResourcesBalancedAllocation", "TesseraFragmentation"'),
     (profile(pluginConfig=[{"name": "InterPodAffinity", "args": {"hardPodAffinityWeight": 101}}]),
      "profiles[0].pluginConfig[0].args.hardPodAffinityWeight", "Invalid value: 101: not in valid range [0, 100]"),
     (profile(pluginConfig=[{"name": "TesseraFragmentation", "args": {"maxTaskTypes": 0}}]),
@@ -851,11 +851,11 @@ def test_an_enabled_plugins_default_args_are_validated(monkeypatch: pytest.Monke
     without them. Tessera parsed args only where an entry was written."""
     _requiring_resource_name(monkeypatch)
     gpu = {"score": {"enabled": [{"name": "TesseraGpuPacking"}]}}
-    # appended in name order: Coscheduling, DefaultPreemption, InterPodAffinity, NodeResourcesFit,
-    # PodTopologySpread, TesseraDevices, TesseraGpuPacking...
-    for raw, field in ((profile(plugins=gpu), "profiles[0].pluginConfig[6].args.resourceName"),
+    # appended in name order: Coscheduling, DefaultPreemption, InterPodAffinity, NodeAffinity,
+    # NodeResourcesFit, PodTopologySpread, TesseraDevices, TesseraGpuPacking...
+    for raw, field in ((profile(plugins=gpu), "profiles[0].pluginConfig[7].args.resourceName"),
                        (profile(plugins=gpu, pluginConfig=[{"name": "TopologyPlacement", "args": {}}]),
-                        "profiles[0].pluginConfig[7].args.resourceName")):
+                        "profiles[0].pluginConfig[8].args.resourceName")):
         with pytest.raises(ConfigError) as caught:
             parse_config(raw, "cfg.yaml")
         assert (caught.value.field, caught.value.message) == (field, "Required value"), str(caught.value)

@@ -1088,7 +1088,7 @@ _ADDED = "/schedulerConfig/profiles/0/pluginConfig/3/args"
      "/schedulerConfig/profiles/0/plugins/filter/disabled/0/name"),
     (_set("profiles.0.plugins.preFilter", {"disabled": [{"name": "Coscheduling"}]}),  # it keeps gangs whole
      "/schedulerConfig/profiles/0/plugins/preFilter/disabled/0/name"),
-    (_set("profiles.0.pluginConfig.0.name", "NodeAffinity"), "/schedulerConfig/profiles/0/pluginConfig/0/name"),
+    (_set("profiles.0.pluginConfig.0.name", "TaintToleration"), "/schedulerConfig/profiles/0/pluginConfig/0/name"),
     (_set("profiles.0.plugins.scores", {}), "/schedulerConfig/profiles/0/plugins"),
     (_set("profiles.0.plugins.score.enable", []), "/schedulerConfig/profiles/0/plugins/score"),
     (_set("profiles.0.pluginConfig.0.name", None), "/schedulerConfig/profiles/0/pluginConfig/0"),

@@ -16,6 +16,12 @@ parse (a Gt value that is no integer, an In value that is no label value), and u
 With the PreScore disabled (`plugins.preScore`) and the Score on, the Score parses the terms itself
 (upstream's fallback) and fails with the same errors. A required term with such a value only
 matches nothing (upstream's LazyErrorNodeSelector).
+
+Added affinity (NodeAffinityArgs.addedAffinity, `node_affinity_args`), as upstream's: its required
+terms filter every pod of the profile first, with their own reason (REASON_ENFORCED); its
+preferred terms add to every pod's score. PreFilter's node-name shortcut and conflict read the
+pod's own terms only, and the queueing hints are the pod's (a node that changes to match the
+added terms is a node update like any other).
 """
 
 from __future__ import annotations
@@ -27,10 +33,12 @@ from scheduler.core.framework.handle import Handle
 from scheduler.core.framework.interface import (FilterPlugin, Normalize, PreFilterPlugin, PreScorePlugin,
                                                 QueueingHint, Reasons, ScorePlugin)
 from scheduler.core.objects import Pod, aggregate_error, selects
+from scheduler.core.plugins.node_affinity_args import NodeAffinityArgs
 from scheduler.core.state import EventKind, NodeInfo
 
 NAME = "NodeAffinity"
 REASON = "node(s) didn't match Pod's node affinity/selector"
+REASON_ENFORCED = "node(s) didn't match scheduler-enforced node affinity"  # upstream's errReasonEnforced
 CONFLICT = "pod affinity terms conflict"  # upstream's errReasonConflict (sic: node affinity terms)
 
 
@@ -38,8 +46,10 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin):
     name = NAME
     normalize = Normalize.MAX
 
-    def __init__(self, handle: Handle) -> None:
+    def __init__(self, handle: Handle, args: NodeAffinityArgs) -> None:
         self.handle = handle
+        self.added_required = args.required_terms
+        self.added_preferred = args.preferred_terms
 
     def queueing_hints(self) -> Mapping[EventKind, QueueingHint]:
         return dict.fromkeys((EventKind.NODE_ADDED, EventKind.NODE_UPDATED), self.handle.node_hint(self.name))
@@ -51,7 +61,7 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin):
         return named_nodes(ctx.pod)
 
     def filter_applies(self, ctx: PodContext) -> bool:
-        return bool(ctx.pod.node_selector) or ctx.pod.required_terms is not None
+        return bool(ctx.pod.node_selector) or ctx.pod.required_terms is not None or self.added_required is not None
 
     def pod_form(self, ctx: PodContext) -> Hashable:
         """Its nodeSelector and required node affinity."""
@@ -61,11 +71,13 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin):
         node = info.node
         assert node is not None
         pod = ctx.pod
+        if self.added_required is not None and not selects((), self.added_required, node.meta.name, node.meta.labels):
+            return (REASON_ENFORCED,)
         return None if selects(pod.node_selector.items(), pod.required_terms, node.meta.name, node.meta.labels) \
             else (REASON,)
 
     def score_applies(self, ctx: PodContext) -> bool:
-        return bool(ctx.pod.preferred_terms)
+        return bool(ctx.pod.preferred_terms) or bool(self.added_preferred)
 
     def pre_score(self, ctx: PodContext) -> str | None:
         """NewPreferredSchedulingTerms' errors: every term's, under its index (`[0].matchExpressions
@@ -77,7 +89,8 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin):
     def score(self, ctx: PodContext, info: NodeInfo) -> int:
         node = info.node
         assert node is not None
-        return sum(p.weight for p in ctx.pod.preferred_terms if p.term.matches(node.meta.name, node.meta.labels))
+        return sum(p.weight for p in (*self.added_preferred, *ctx.pod.preferred_terms)
+                   if p.term.matches(node.meta.name, node.meta.labels))
 
 
 def named_nodes(pod: Pod) -> frozenset[str] | None:

@@ -47,6 +47,7 @@ from scheduler.core.plugins.fragmentation import args as fragmentation_args
 from scheduler.core.plugins import gpu_packing
 from scheduler.core.plugins.preemption import DefaultPreemption
 from scheduler.core.plugins.preemption import args as preemption_args
+from scheduler.core.plugins import node_affinity_args
 from scheduler.core.plugins.node_affinity import NodeAffinity
 from scheduler.core.plugins.node_name import NodeName
 from scheduler.core.plugins.node_ports import NodePorts
@@ -159,7 +160,9 @@ REGISTRY: tuple[PluginSpec, ...] = (
     PluginSpec(NodeUnschedulable, _no_args(NodeUnschedulable)),
     PluginSpec(NodeName, lambda handle, args: NodeName()),
     PluginSpec(TaintToleration, _no_args(TaintToleration), 3, legacy=LegacyForm(disable=("TaintTolerationPriority",))),
-    PluginSpec(NodeAffinity, _no_args(NodeAffinity), 2, legacy=LegacyForm(disable=("NodeAffinityPriority",))),
+    PluginSpec(NodeAffinity, _with(NodeAffinity, node_affinity_args.NodeAffinityArgs), 2,
+               ArgsSpec(node_affinity_args.NodeAffinityArgs, node_affinity_args.parse_args, node_affinity_args.FIELDS),
+               LegacyForm(disable=("NodeAffinityPriority",))),
     PluginSpec(NodePorts, _no_args(NodePorts)),
     PluginSpec(TopologyPlacement, _with(TopologyPlacement, topology_args.TopologyPlacementArgs),
                args=ArgsSpec(topology_args.TopologyPlacementArgs, topology_args.parse_args, topology_args.FIELDS)),
