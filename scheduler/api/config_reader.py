@@ -69,6 +69,10 @@ class Checks:
     def check(self, check: Callable[[], object]) -> None:
         self.read(check, None)
 
+    def record(self, error: FieldError) -> None:
+        """An error found without a check to run (one of several a single value has)."""
+        self.errors.append(error)
+
     def raise_errors(self) -> None:
         """One error as itself (its message as before), several as `FieldErrors`."""
         if len(self.errors) == 1:
@@ -111,7 +115,12 @@ def go_json(value: object) -> Verbatim:
 
 
 def invalid(path: str, value: object, detail: str) -> NoReturn:
-    raise FieldError(path, f"Invalid value: {fmt(value)}: {detail}")
+    raise invalid_error(path, value, detail)
+
+
+def invalid_error(path: str, value: object, detail: str) -> FieldError:
+    """field.Invalid's error, for `Checks.record`."""
+    return FieldError(path, f"Invalid value: {fmt(value)}: {detail}")
 
 
 def required(path: str, detail: str = "") -> NoReturn:

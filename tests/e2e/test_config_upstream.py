@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from scheduler.api.config import ConfigError, SchedulerConfig, load_config
+from scheduler.core.plugins.fit.args import ScoringStrategy
 from scheduler.core.plugins.node_affinity_args import NodeAffinityArgs
 from scheduler.core.plugins.registry import args_of
 from scheduler.kube.controlplane import ControlPlaneBinaries
@@ -109,6 +110,11 @@ CASES = {
                            "whenUnsatisfiable: ScheduleAnyway}]"),
         V1, 'defaultConstraints[1]: Duplicate value: \\"{zone, ScheduleAnyway}\\"',
         "profiles[0].pluginConfig[0].args.defaultConstraints[1]"),
+    # NodeResourcesFitArgs' lists (kube-scheduler checks them building the plugin, naming them below the args)
+    "fit-ignored-group-slash": (
+        "profiles:\n- pluginConfig:\n  - name: NodeResourcesFit\n    args: {ignoredResourceGroups: [x/y]}\n", V1,
+        "ignoredResourceGroups[0]: Invalid value: \\\"x/y\\\": resource group name can't contain '/'",
+        "profiles[0].pluginConfig[0].args.ignoredResourceGroups[0]"),
     # NodeAffinityArgs (ValidateNodeAffinityArgs: component-helpers' NewNodeSelector with the args' path)
     "added-affinity-bad-key": (
         "profiles:\n- pluginConfig:\n  - name: NodeAffinity\n    args:\n      addedAffinity:\n"
@@ -215,6 +221,11 @@ ACCEPTED: dict[str, tuple[str, Callable[[SchedulerConfig], object], object]] = {
         'profiles:\n- plugins:\n    multiPoint:\n      disabled: [{name: "*"}]\n'
         "      enabled: [{name: DefaultBinder}, {name: PrioritySort}]\n",
         lambda config: (config.profiles[0].queue_sort, dict(config.profiles[0].score_weights)), (("PrioritySort",), {})),
+    "fit-ignored-resources": (
+        "profiles:\n- pluginConfig:\n  - name: NodeResourcesFit\n"
+        "    args: {ignoredResources: [example.com/fpga], ignoredResourceGroups: [example.org]}\n",
+        lambda config: (args_of(config.profiles[0], ScoringStrategy).ignores("example.org/nic"),
+                        args_of(config.profiles[0], ScoringStrategy).ignores("example.com/nic")), (True, False)),
     "added-affinity": (
         "profiles:\n- pluginConfig:\n  - name: NodeAffinity\n    args:\n      addedAffinity:\n"
         "        requiredDuringSchedulingIgnoredDuringExecution:\n          nodeSelectorTerms:\n"

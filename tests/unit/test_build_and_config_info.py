@@ -182,7 +182,8 @@ def test_configz_shows_every_enabled_plugins_args_defaults_included() -> None:
                             "PodTopologySpread", "TesseraDevices", "TesseraFragmentation", "TopologyPlacement"]
     assert args["InterPodAffinity"] == {"hardPodAffinityWeight": 1, "ignorePreferredTermsOfExistingPods": False}
     assert args["NodeResourcesFit"] == {"type": "LeastAllocated", "shape": [],
-                                        "resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]}
+                                        "resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}],
+                                        "ignoredResources": [], "ignoredResourceGroups": []}
     assert args["DefaultPreemption"] == {"minCandidateNodesPercentage": 10, "minCandidateNodesAbsolute": 100}
     assert args["TesseraDevices"]["agentHeartbeatTimeoutSeconds"] == 90
     assert args["TesseraFragmentation"]["resourceName"] == "nvidia.com/gpu"

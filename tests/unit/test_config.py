@@ -458,8 +458,8 @@ FIT = "profiles[0].pluginConfig[0].args.scoringStrategy"
     (fit_args({"type": "LeastAllocated", "requestedToCapacityRatio": {"shape": []}}),
      f"{FIT}.requestedToCapacityRatio", "Forbidden: must be nil when type is not RequestedToCapacityRatio"),
     (fit_args({"type": "LeastAllocated", "resources": [{"weight": 2}]}), f"{FIT}.resources[0].name", "Required value"),
-    (profile(pluginConfig=[{"name": "NodeResourcesFit", "args": {"ignoredResources": ["x"]}}]),
-     "profiles[0].pluginConfig[0].args.ignoredResources", "Tessera does not support ignoredResources"),
+    (profile(pluginConfig=[{"name": "NodeResourcesFit", "args": {"ignoredResourceGroups": ["x/y"]}}]),
+     "profiles[0].pluginConfig[0].args.ignoredResourceGroups[0]", "resource group name can't contain '/'"),
     # validation.go
     (v1(profiles=[{"schedulerName": "a"}, {"schedulerName": "a"}]), "profiles[1].schedulerName", 'Duplicate value: "a"'),
     (v1(profiles=[{"schedulerName": "a"}, {}]), "profiles[1].schedulerName", "Required value"),

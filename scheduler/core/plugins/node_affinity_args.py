@@ -16,8 +16,6 @@ unparsed, as upstream's; a preferred term's errors are named under the term's in
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from pydantic import BaseModel, ConfigDict
 
 from scheduler.api.config_reader import ArgsReader, Checks, FieldError, go_json, invalid
@@ -156,7 +154,7 @@ def _requirements(term: ArgsReader, key: str, path: str, check: bool) -> tuple[S
         if check:
             errors = (_field_errors if key == "matchFields" else _label_errors)(requirement, f"{path}[{i}]")
             for field, message in errors:
-                found.check(_raising(FieldError(field, message)))
+                found.record(FieldError(field, message))
     found.raise_errors()
     return tuple(out)
 
@@ -203,9 +201,3 @@ def _field_errors(r: SelectorRequirement, path: str) -> list[tuple[str, str]]:
         return [(f"{path}.values", f"Invalid value: {go_json(list(r.values))}: must have one element")]
     return []
 
-
-def _raising(error: FieldError) -> Callable[[], None]:
-    """A check that fails with `error` (each of a requirement's errors is one of the aggregate's)."""
-    def fail() -> None:
-        raise error
-    return fail

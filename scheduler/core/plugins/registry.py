@@ -166,7 +166,7 @@ REGISTRY: tuple[PluginSpec, ...] = (
     PluginSpec(NodePorts, _no_args(NodePorts)),
     PluginSpec(TopologyPlacement, _with(TopologyPlacement, topology_args.TopologyPlacementArgs),
                args=ArgsSpec(topology_args.TopologyPlacementArgs, topology_args.parse_args, topology_args.FIELDS)),
-    PluginSpec(NodeResourcesFit, _with(NodeResourcesFit, fit_args.ScoringStrategy), 1, ArgsSpec(fit_args.ScoringStrategy, fit_args.parse_args, fit_args.FIELDS, hints=fit_args.HINTS),
+    PluginSpec(NodeResourcesFit, _with(NodeResourcesFit, fit_args.ScoringStrategy), 1, ArgsSpec(fit_args.ScoringStrategy, fit_args.parse_args, fit_args.FIELDS),
                LegacyForm(enable=tuple(fit_args.LEGACY_STRATEGIES),
                           disable=tuple(fit_args.LEGACY_STRATEGIES) + fit_args.LEGACY_PRIORITIES,
                           args_name=fit_args.LEGACY_ARGS_NAME, parse_args=fit_args.parse_legacy_args,

@@ -58,6 +58,7 @@ class NodeResourcesFit(FilterPlugin, ScorePlugin):
 
     def __init__(self, handle: Handle, strategy: ScoringStrategy) -> None:
         self.handle = handle
+        self.ignores = strategy.ignores if strategy.ignored_resources or strategy.ignored_resource_groups else None
         self.per_node = FitScore(strategy)
         self.batch = FitVector(strategy)
 
@@ -70,6 +71,14 @@ class NodeResourcesFit(FilterPlugin, ScorePlugin):
         """Its plain requests."""
         return (ctx.plain, ctx.empty_request)
 
+    def checked(self, ctx: PodContext) -> tuple[tuple[str, int], ...]:
+        """The plain requests the filter checks: all but the extended resources the args ignore
+        (upstream's fitsRequest skips those)."""
+        ignores = self.ignores
+        if ignores is None:
+            return ctx.plain
+        return tuple((name, amount) for name, amount in ctx.plain if not (is_extended(name) and ignores(name)))
+
     def filter(self, ctx: PodContext, info: NodeInfo) -> Reasons | None:
         node = info.node
         assert node is not None
@@ -81,7 +90,7 @@ class NodeResourcesFit(FilterPlugin, ScorePlugin):
         requested = info.requested
         busy = info.busy
         room: dict[str, int] | None = None  # no unhealthy GPU by count (`ClusterState.count_room`)
-        for name, amount in ctx.plain:
+        for name, amount in self.checked(ctx):
             free = alloc.get(name, 0) - requested.get(name, 0) - busy.get(name, 0)
             if info.devices and is_extended(name):
                 if room is None:
@@ -101,7 +110,7 @@ class NodeResourcesFit(FilterPlugin, ScorePlugin):
         n = table.size
         too_many = columns.pods_free[:n] < 1
         shortages = [] if ctx.empty_request else [
-            (name, columns.of(name).free[:n] < amount) for name, amount in ctx.plain]
+            (name, columns.of(name).free[:n] < amount) for name, amount in self.checked(ctx)]
         fails = too_many.copy()
         for _, short in shortages:
             fails |= short
@@ -118,7 +127,7 @@ class NodeResourcesFit(FilterPlugin, ScorePlugin):
         columns = table.group(ResourceColumns)
         beyond = np.zeros(len(rows), np.bool_)
         if not ctx.empty_request:
-            for name, amount in ctx.plain:
+            for name, amount in self.checked(ctx):
                 beyond |= columns.of(name).alloc[rows] < amount
         return beyond
 

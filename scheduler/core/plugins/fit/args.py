@@ -1,4 +1,5 @@
-"""NodeResourcesFitArgs: the scoring strategy, its defaults and upstream's validation.
+"""NodeResourcesFitArgs: the scoring strategy, the ignored extended resources, their defaults and
+upstream's validation.
 
 v1 (`scoringStrategy`, shape scores 0..10 scaled x10 onto 0..100) follows k/k
 `pkg/scheduler/apis/config/v1/defaults.go` and `validation_pluginargs.go`; the seed's v1alpha1
@@ -12,7 +13,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from scheduler.api.config_reader import ArgsReader, Checks, forbidden, go_int, invalid, required, type_name, unsupported
+from scheduler.api.config_reader import (ArgsReader, Checks, forbidden, go_int, invalid, invalid_error, required, type_name,
+                                         unsupported)
+from scheduler.api.names import label_key_errors
 from scheduler.core.resources import GPU_RESOURCES, PODS
 
 ScoringType = Literal["LeastAllocated", "MostAllocated", "RequestedToCapacityRatio"]
@@ -37,7 +40,9 @@ class ResourceWeight(_Frozen):
 
 
 class ScoringStrategy(_Frozen):
-    """NodeResourcesFit's scoring strategy (upstream `NodeResourcesFitArgs.scoringStrategy`)."""
+    """NodeResourcesFit's args: its scoring strategy (upstream `NodeResourcesFitArgs.scoringStrategy`:
+    type, resources, shape) and the extended resources its filter does not check
+    (`ignoredResources` by name, `ignoredResourceGroups` by the prefix before "/"; `ignores`)."""
 
     type: ScoringType = "LeastAllocated"
     resources: tuple[ResourceWeight, ...] = (
@@ -45,6 +50,14 @@ class ScoringStrategy(_Frozen):
         ResourceWeight(name="memory", weight=1),
     )
     shape: tuple[ShapePoint, ...] = ()
+    ignored_resources: tuple[str, ...] = ()
+    ignored_resource_groups: tuple[str, ...] = ()
+
+    def ignores(self, name: str) -> bool:
+        """Does the filter skip the (extended) resource `name`? Upstream's fitsRequest: named in
+        ignoredResources, or its prefix before "/" named in ignoredResourceGroups. Only for
+        extended resources: the caller checks that (native ones are always checked)."""
+        return name in self.ignored_resources or name.split("/")[0] in self.ignored_resource_groups
 
     @property
     def scored(self) -> tuple[ResourceWeight, ...]:
@@ -67,11 +80,12 @@ class ScoringStrategy(_Frozen):
 
 
 DEFAULT = ScoringStrategy()  # v1 SetDefaults_NodeResourcesFitArgs: LeastAllocated cpu:1 memory:1
-FIELDS = ("scoringStrategy",)
-HINTS = {
-    "ignoredResources": "Tessera does not support ignoredResources",
-    "ignoredResourceGroups": "Tessera does not support ignoredResourceGroups",
-}
+FIELDS = ("ignoredResources", "ignoredResourceGroups", "scoringStrategy")
+# The device resources Tessera hands out itself (TesseraDevices' grants count on Fit's check of
+# them): ignoring one, or its group, cannot be honoured
+_DEVICE_GROUPS = frozenset(name.split("/")[0] for name in GPU_RESOURCES)
+_HANDED_OUT = ("Tessera hands out these devices itself, and its device grants count on this check: without it a "
+               "node could be promised more than it has, a GPU twice; remove it from the list")
 # v1alpha1 (Kubernetes 1.17) score plugin names that were NodeResourcesFit strategies
 LEGACY_STRATEGIES: dict[str, ScoringType] = {
     "NodeResourcesFit": "LeastAllocated",
@@ -86,7 +100,39 @@ LEGACY_ARGS_NAME = "RequestedToCapacityRatio"  # the v1alpha1 pluginConfig entry
 
 def parse_args(args: ArgsReader) -> ScoringStrategy:
     """NodeResourcesFitArgs: v1 defaulting, then ValidateNodeResourcesFitArgs (every error, in
-    its order: the type, the resources, the shape)."""
+    its order: the ignored resources, the groups, the type, the resources, the shape)."""
+    found = Checks()
+    none: tuple[str, ...] = ()
+    ignored = found.read(lambda: _ignored(args, "ignoredResources", group=False), none)
+    groups = found.read(lambda: _ignored(args, "ignoredResourceGroups", group=True), none)
+    strategy = found.read(lambda: _strategy(args), DEFAULT)
+    found.raise_errors()
+    if not ignored and not groups:
+        return strategy
+    return strategy.model_copy(update={"ignored_resources": ignored, "ignored_resource_groups": groups})
+
+
+def _ignored(args: ArgsReader, key: str, *, group: bool) -> tuple[str, ...]:
+    """ignoredResources (label keys) or ignoredResourceGroups (label keys without "/"), each
+    message of upstream's as one error; then Tessera's own: not a device resource it hands out."""
+    found = Checks()
+    names: list[str] = []
+    for i, raw in enumerate(args.get_list(key)):
+        path = f"{args.at(key)}[{i}]"
+        if not isinstance(raw, str):
+            found.record(invalid_error(path, raw, f"must be a string, not {type_name(raw)}"))
+            continue
+        names.append(raw)
+        messages = (["resource group name can't contain '/'"] if group and "/" in raw else []) + label_key_errors(raw)
+        for message in messages:
+            found.record(invalid_error(path, raw, message))
+        if not messages and (raw in _DEVICE_GROUPS if group else raw in GPU_RESOURCES):
+            found.record(invalid_error(path, raw, _HANDED_OUT))
+    found.raise_errors()
+    return tuple(names)
+
+
+def _strategy(args: ArgsReader) -> ScoringStrategy:
     strategy = args.get_obj("scoringStrategy")
     if strategy is None:
         return DEFAULT
