@@ -122,6 +122,20 @@ def test_the_documented_weights_say_that_0_is_taken_as_1() -> None:
     assert [r.weight for r in args_of(prof, ScoringStrategy).resources] == [1]
 
 
+def test_the_documented_extenders_refusal_is_tesseras() -> None:
+    """A user's trial: `extenders:` was refused, but neither the field table nor
+    docs/not-supported.md said so. Both quote the refusal and say what to do instead."""
+    with pytest.raises(ConfigError) as caught:
+        parse_config(v1(extenders=[{"urlPrefix": "http://x"}]), "config.yaml")
+    refusal = str(caught.value)
+    docs = Path(__file__).parents[2] / "docs"
+    rows = {line.split("|")[1].strip(): line for line in (docs / "configuration.md").read_text(encoding="utf-8")
+            .splitlines() if line.startswith("| `")}
+    assert refusal.removeprefix("config.yaml: ") in rows["`extenders`"] and "Instead" in rows["`extenders`"]
+    not_supported = " ".join((docs / "not-supported.md").read_text(encoding="utf-8").split())
+    assert refusal in not_supported and "What to do instead" in not_supported
+
+
 def test_binpack_yaml_is_the_seed_demo_in_v1_form() -> None:
     cfg = load_config(REPO / "config/binpack.yaml")
     prof = cfg.profile_for("tessera")
