@@ -132,7 +132,7 @@ from scheduler.api.config_model import (
 from scheduler.api.names import DNS_LABEL, DNS_SUBDOMAIN
 from scheduler.core.objects import INT32_MAX
 from scheduler.core.framework.interface import EXTENSION_POINTS, FilterPlugin, PreFilterPlugin, extends
-from scheduler.core.plugins.registry import BY_NAME, NOT_SUPPORTED, REGISTRY, PluginSpec, enabled_in
+from scheduler.core.plugins.registry import BY_NAME, REGISTRY, PluginSpec, enabled_in, not_supported_note
 
 __all__ = ["parse_config", "parse_leader_election", "SUPPORTED_API_VERSIONS"]
 
@@ -736,9 +736,7 @@ def _enabled_plugin(item: ArgsReader, point: str, supported: tuple[str, ...], le
     def read_name() -> str:
         written = _plugin_name(item)
         if written not in supported and written not in BY_NAME:  # a known one: upstream's framework error below
-            why = NOT_SUPPORTED.get(written)
-            unsupported(item.at("name"), written, supported,
-                        f"{written} is kube-scheduler's and not supported by Tessera: {why}" if why else "")
+            unsupported(item.at("name"), written, supported, not_supported_note(written))
         name = _LEGACY_ENABLE_ALIASES.get(written, written) if legacy else written
         renamed = _LEGACY_POINT_RENAMED.get(point) if legacy else None
         kind = BY_NAME[name].kind
@@ -854,7 +852,7 @@ def _plugin_config_entry(item: ArgsReader, by_entry: dict[str, PluginSpec], lega
     spec = by_entry.get(name)
     args: BaseModel | None = None
     if spec is None:
-        found.check(lambda: unsupported(item.at("name"), name, tuple(by_entry)))
+        found.check(lambda: unsupported(item.at("name"), name, tuple(by_entry), not_supported_note(name)))
     else:
         args = found.read(lambda: _plugin_config_args(item, spec, name, legacy), None)
     found.raise_errors()

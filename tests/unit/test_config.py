@@ -19,7 +19,7 @@ from scheduler.core.plugins.devices.args import DeviceArgs
 from scheduler.core.plugins.fit.args import ResourceWeight, ScoringStrategy, ShapePoint
 from scheduler.core.plugins.fragmentation.args import FragmentationArgs
 from scheduler.core.plugins import gpu_packing, registry
-from scheduler.core.plugins.registry import args_of
+from scheduler.core.plugins.registry import BY_NAME, args_of
 from scheduler.core.scheduler import Scheduler
 from scheduler.sim import builders as b
 
@@ -885,3 +885,25 @@ def test_every_plugins_parsed_defaults_are_its_models() -> None:
     for spec in registry.REGISTRY:
         if spec.args is not None:
             assert spec.args.parse(ArgsReader({}, "args")) == spec.default_args(), spec.name
+
+
+# kube-scheduler v1.36.3's in-tree plugins (pkg/scheduler/framework/plugins/names/names.go)
+UPSTREAM_PLUGINS = ("PrioritySort", "DefaultBinder", "DefaultPreemption", "DynamicResources", "GangScheduling",
+                    "ImageLocality", "InterPodAffinity", "NodeAffinity", "NodeDeclaredFeatures", "NodeName", "NodePorts",
+                    "NodeResourcesBalancedAllocation", "NodeResourcesFit", "NodeUnschedulable", "NodeVolumeLimits",
+                    "PodTopologySpread", "SchedulingGates", "TaintToleration", "VolumeBinding", "VolumeRestrictions",
+                    "VolumeZone", "TopologyPlacementGenerator", "PodGroupPodsCount")
+
+
+@pytest.mark.parametrize("name", [name for name in UPSTREAM_PLUGINS if name not in BY_NAME])
+def test_every_upstream_plugin_tessera_does_not_run_is_refused_with_a_reason(name: str) -> None:
+    """A user's trial: enabling VolumeZone (or the DRA plugin, ...) got only the supported names,
+    where ImageLocality got why. Every kube-scheduler plugin Tessera does not have says why, from
+    one table, whether enabled or given args."""
+    for raw, field in ((profile(plugins={"multiPoint": {"enabled": [{"name": name}]}}),
+                        "profiles[0].plugins.multiPoint.enabled[0].name"),
+                       (profile(pluginConfig=[{"name": name, "args": {}}]), "profiles[0].pluginConfig[0].name")):
+        with pytest.raises(ConfigError) as caught:
+            parse_config(raw, "cfg.yaml")
+        assert caught.value.field == field
+        assert f"; {name} is kube-scheduler's and not supported by Tessera: " in caught.value.message, caught.value.message

@@ -106,8 +106,8 @@ def test_an_unknown_name_lists_only_the_names_valid_at_its_point() -> None:
         'cfg.yaml: profiles[0].plugins.postFilter.enabled[0].name: Unsupported value: "Preemption": '
         'supported values: "Coscheduling", "DefaultPreemption"')
     # a point no Tessera plugin implements lists none (field.NotSupported with no valid values)
-    assert _error({"plugins": {"postBind": {"enabled": [{"name": "VolumeZone"}]}}}) == (
-        'cfg.yaml: profiles[0].plugins.postBind.enabled[0].name: Unsupported value: "VolumeZone"')
+    assert _error({"plugins": {"postBind": {"enabled": [{"name": "MyBinder"}]}}}) == (
+        'cfg.yaml: profiles[0].plugins.postBind.enabled[0].name: Unsupported value: "MyBinder"')
     # a known plugin the point does not take: upstream's framework error, as before
     assert _error({"plugins": {"queueSort": {"enabled": [{"name": "NodeName"}]}}}).endswith(
         'plugin "NodeName" does not extend QueueSortPlugin plugin')

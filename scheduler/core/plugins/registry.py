@@ -199,13 +199,39 @@ REGISTRY: tuple[PluginSpec, ...] = (
     PluginSpec(DefaultBinder, lambda handle, args: DefaultBinder()),  # a name only: Tessera binds (kube/binder.py)
 )
 BY_NAME: Mapping[str, PluginSpec] = {spec.name: spec for spec in REGISTRY}
-# kube-scheduler's plugins Tessera does not have, that a ported profile may enable -> why, said
-# when a file enables one (docs/not-supported.md)
+# kube-scheduler's plugins (v1.36's in-tree registry) Tessera does not have, that a ported profile
+# may enable or give args -> why, said when a file does (docs/not-supported.md): the one table
+_VOLUMES = "docs/not-supported.md, Volumes"
+_GANGS = ("Tessera's Coscheduling places gangs (the Workload API's spec.schedulingGroup, scheduler-plugins' PodGroups) "
+          "and TopologyPlacement a gang's topology domain: enable those instead (docs/api.md, docs/topology.md)")
 NOT_SUPPORTED: Mapping[str, str] = {
     "ImageLocality": "it scores nodes by the container images they already hold (Node status.images), which "
                      "Tessera does not read, and GPU placement outweighs an image pull; remove it from the profile "
                      "(docs/not-supported.md)",
+    "VolumeZone": "it keeps a pod with a zonal PersistentVolume in the volume's zone labels, which Tessera does not "
+                  "check (VolumeBinding matches a bound volume's nodeAffinity); remove it from the profile "
+                  f"({_VOLUMES})",
+    "NodeVolumeLimits": "it counts volumes against each node's CSI attach limit (CSINode allocatable.count), which "
+                        f"Tessera does not read; remove it from the profile ({_VOLUMES})",
+    "VolumeRestrictions": "it refuses ReadWriteOncePod claims in use and conflicting disks, which Tessera does not "
+                          f"check; remove it from the profile ({_VOLUMES})",
+    "DynamicResources": "Tessera allocates no DRA ResourceClaims: its GPUs are devices TesseraDevices hands out, "
+                        "asked for by count or by ResourceClass; remove it from the profile (docs/api.md)",
+    "SchedulingGates": "Tessera always honours spec.schedulingGates itself (a gated pod is not tried), as "
+                       "kube-scheduler's default profile does with this plugin; remove it from the profile",
+    "NodeDeclaredFeatures": "it matches pods to the features a node declares (Node status.declaredFeatures), which "
+                            "Tessera does not read; remove it from the profile",
+    "GangScheduling": _GANGS,
+    "TopologyPlacementGenerator": _GANGS,
+    "PodGroupPodsCount": _GANGS,
 }
+
+
+def not_supported_note(name: str) -> str:
+    """Why `name`, a kube-scheduler plugin, is refused ("" for a name kube-scheduler does not have
+    either), for the messages that refuse it wherever a file names it."""
+    why = NOT_SUPPORTED.get(name)
+    return f"{name} is kube-scheduler's and not supported by Tessera: {why}" if why else ""
 
 
 def enabled_in(profile: Profile) -> tuple[PluginSpec, ...]:
