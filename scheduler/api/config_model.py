@@ -237,3 +237,11 @@ class SchedulerConfig(_Frozen):
                            "holds it keeps the other from leading, and that one schedules nothing; use a Lease of "
                            f"Tessera's own (default kube-system/{DEFAULT_SCHEDULER_NAME})")
         return tuple(clashes)
+
+    def offline_clash_warnings(self) -> tuple[str, ...]:
+        """`kube_scheduler_clashes` as the commands that check a file offline say them (`tessera
+        simulate --config`, `kubectl tessera what-if --config`): harmless there, nothing to fight,
+        but said because those are how an operator checks a file before `tessera run` refuses it.
+        Each line names the file; the command adds its own prefix."""
+        return tuple(f"{self.source}: {clash}; `tessera run` refuses this unless --replace-default-scheduler"
+                     for clash in self.kube_scheduler_clashes())

@@ -438,7 +438,8 @@ def _podgroup_missing(ref: Reference, listing: ClusterListing) -> str:
 
 async def _what_if(args: argparse.Namespace, target: Target) -> int:
     if args.config is not None:
-        _config(args.config)  # a bad file fails before the cluster is read
+        for clash in _config(args.config).offline_clash_warnings():  # a bad file fails before the cluster is read
+            print(f"warning: {clash}", file=sys.stderr)
     now = time.time()
     if args.rename and not args.filename:
         raise CommandError("--rename renames the objects of -f FILE: give the file", 2)

@@ -46,9 +46,8 @@ def _simulate(args: argparse.Namespace) -> int:
     config = load_config_or_report(args.config)
     if config is None:
         return 2
-    for clash in config.kube_scheduler_clashes():  # harmless offline; said because this is how a file is checked
-        print(f"tessera: warning: {config.source}: {clash}; `tessera run` refuses this unless "
-              "--replace-default-scheduler", file=sys.stderr)
+    for clash in config.offline_clash_warnings():
+        print(f"tessera: warning: {clash}", file=sys.stderr)
     for notice in gpu_scoring_notices(config).values():
         print(f"tessera: warning: {config.source}: {notice}", file=sys.stderr)
     try:

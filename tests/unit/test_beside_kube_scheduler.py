@@ -132,3 +132,20 @@ def test_simulate_says_what_run_would_refuse(tmp_path: Path, capsys: pytest.Capt
     assert cli.main(["simulate", str(DEMO), "--config", path, "-o", "table"]) == 0
     assert capsys.readouterr().err.splitlines() == [
         f"tessera: warning: {path}: {LEASE_CLASH}; `tessera run` refuses this unless --replace-default-scheduler"]
+
+
+async def test_what_if_says_what_run_would_refuse_as_simulate_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """A user's trial: `kubectl tessera what-if --config FILE` with a profile named
+    `default-scheduler` said nothing, where `tessera simulate` warns. Both say the same line."""
+    from scheduler.kubectl import cli as kubectl_cli
+    from scheduler.kubectl.target import Target
+    from scheduler.sim import builders as b
+    from tests.helpers import NotFoundApi, fake_listing
+
+    path = _file(tmp_path, profiles=[{"schedulerName": "default-scheduler"}])
+    monkeypatch.setattr(kubectl_cli, "_listing", fake_listing(NotFoundApi(), [b.node("n1", gpus=8)]))
+    args = kubectl_cli.build_parser().parse_args(["what-if", "--config", path, "-o", "json"])
+    assert await kubectl_cli._what_if(args, Target(None, None, "default")) == 0
+    assert capsys.readouterr().err.splitlines() == [
+        f"warning: {path}: {NAME_CLASH}; `tessera run` refuses this unless --replace-default-scheduler"]
