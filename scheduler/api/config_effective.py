@@ -33,8 +33,9 @@ DIGEST_HEX = 12
 
 
 def effective_config(config: SchedulerConfig) -> dict[str, Any]:
-    """The resolved configuration as JSON-ready camelCase data (without the file it came from)."""
-    dumped = config.model_dump(mode="json", exclude={"source"})
+    """The resolved configuration as JSON-ready camelCase data (without the file it came from, or
+    the list of its fields Tessera does not use)."""
+    dumped = config.model_dump(mode="json", exclude={"source", "unused_fields"})
     for profile, shown in zip(config.profiles, dumped["profiles"], strict=True):
         shown["plugin_args"] = _every_enabled_plugins_args(profile)
         shown["plugins"] = [spec.name for spec in enabled_in(profile)]  # what the profile runs, in order

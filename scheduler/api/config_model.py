@@ -196,7 +196,13 @@ class SchedulerConfig(_Frozen):
     pod_max_backoff_seconds: int = Field(default=10, gt=0)
     leader_election: LeaderElectionConfig = LeaderElectionConfig()
     client_connection: ClientConnectionConfig = ClientConnectionConfig()
+    # kube-scheduler's worker count (v1 default 16): validated and shown in /configz as upstream's,
+    # unused (Tessera's cycle is one loop)
+    parallelism: int = Field(default=16, gt=0)
     source: str = "<defaults>"
+    # the fields the file sets that Tessera accepts without using them (paths, in file order), for
+    # `tessera run`'s start-up log; like `source`, not part of the configuration (/configz, digest)
+    unused_fields: tuple[str, ...] = ()
 
     @model_validator(mode="after")
     def _consistent(self) -> SchedulerConfig:

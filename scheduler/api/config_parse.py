@@ -270,10 +270,11 @@ def _parse(raw: object, source: str) -> SchedulerConfig:
         lambda: _client_connection(root.get_obj("clientConnection") or ArgsReader({}, "clientConnection")), None)
     leader_election = found.read(
         lambda: _leader_election(root.get_obj("leaderElection") or ArgsReader({}, "leaderElection"), legacy), None)
+    parallelism = 16
     if legacy:
         profiles = found.read(lambda: _legacy_profiles(root), no_profiles)
     else:
-        found.read(lambda: _parallelism(root), None)
+        parallelism = found.read(lambda: _parallelism(root), parallelism)
         profiles = found.read(lambda: _v1_profiles(root), no_profiles)
     percentage = found.read(lambda: _percentage(root, "percentageOfNodesToScore", 0), 0)
     initial = found.read(lambda: _initial_backoff(root, found), None)
@@ -290,13 +291,40 @@ def _parse(raw: object, source: str) -> SchedulerConfig:
         pod_max_backoff_seconds=maximum,
         leader_election=leader_election,
         client_connection=client_connection,
+        parallelism=parallelism,
         source=source,
+        unused_fields=_unused_fields(raw, legacy),
     )
 
 
-def _parallelism(root: ArgsReader) -> None:
-    if root.get_int("parallelism", 16, "int32") <= 0:
+def _parallelism(root: ArgsReader) -> int:
+    parallelism = root.get_int("parallelism", 16, "int32")
+    if parallelism <= 0:
         invalid("parallelism", root.raw("parallelism"), "should be an integer value greater than zero")
+    return parallelism
+
+
+def _unused_fields(raw: dict[str, object], legacy: bool) -> tuple[str, ...]:
+    """The fields a valid file sets that Tessera accepts without using, in file order: the
+    ignored top-level ones (and `parallelism`, checked only), clientConnection's content types,
+    and each v1 pluginConfig entry's args its plugin declares ignored or unused (ArgsSpec)."""
+    top = {"parallelism", *(_LEGACY_IGNORED_TOP if legacy else _V1_IGNORED_TOP)}
+    found = [key for key, value in raw.items() if key in top and value is not None]
+    connection = raw.get("clientConnection")
+    if isinstance(connection, dict):
+        found += [child("clientConnection", key) for key, value in connection.items()
+                  if key in _CONTENT_TYPES and value is not None]
+    profiles = raw.get("profiles") if not legacy else None
+    for i, profile in enumerate(profiles if isinstance(profiles, list) else ()):
+        entries = profile.get("pluginConfig") if isinstance(profile, dict) else None
+        for j, entry in enumerate(entries if isinstance(entries, list) else ()):
+            spec = BY_NAME.get(str(entry.get("name"))) if isinstance(entry, dict) else None
+            args = entry.get("args") if isinstance(entry, dict) else None
+            if spec is not None and spec.args is not None and isinstance(args, dict):
+                unused = {*spec.args.ignored, *spec.args.unused}
+                found += [f"profiles[{i}].pluginConfig[{j}].args.{key}" for key, value in args.items()
+                          if key in unused and value is not None]
+    return tuple(found)
 
 
 def _initial_backoff(root: ArgsReader, found: Checks) -> int:
@@ -1002,9 +1030,12 @@ def _lease_timing(obj: ArgsReader, lease: int, renew: int, retry: int) -> None:
                 f"the Lease stores whole seconds, and a successor waits only those{lease_renew}")
 
 
+_CONTENT_TYPES = ("contentType", "acceptContentTypes")  # accepted, unused: Tessera's clients speak JSON
+
+
 def _client_connection(obj: ArgsReader) -> ClientConnectionConfig:
     """kube-scheduler's client defaults (qps 0 -> 50, burst 0 -> 100) and component-base checks."""
-    obj.check_keys(("kubeconfig", "qps", "burst"), ("contentType", "acceptContentTypes"))
+    obj.check_keys(("kubeconfig", "qps", "burst"), _CONTENT_TYPES)
     found = Checks()
 
     def read_qps() -> float:

@@ -148,6 +148,9 @@ def run(args: argparse.Namespace) -> int:
         log.warning("tessera.replacing_kube_scheduler", config=config.source, clashes=list(clashes))
     for profile, notice in gpu_scoring_notices(config).items():
         log.warning("config.profile_scores_no_gpus", config=config.source, profile=profile, message=notice)
+    if config.unused_fields:  # a ported file's settings that take no effect here, said once
+        log.info("config.unused_fields", config=config.source, fields=list(config.unused_fields),
+                 message="accepted for compatibility with kube-scheduler's file, not used by Tessera")
     problem = _tls_flags_problem(args)
     if problem is not None:
         print(f"tessera run: error: {problem}", file=sys.stderr)

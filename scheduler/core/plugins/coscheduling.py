@@ -45,6 +45,7 @@ from scheduler.first_few import first_few
 NAME = "Coscheduling"
 ARGS_FIELDS = ("permitWaitingTimeSeconds", "podGroupBackoffSeconds")
 ARGS_IGNORED = ("podGroupRejectPercentage",)
+ARGS_UNUSED = ("permitWaitingTimeSeconds",)  # gangs never wait at Permit here
 _GATED_SHOWN = 3  # gated members named in a reason, the rest counted
 
 

@@ -79,6 +79,7 @@ class ArgsSpec:
     parse: Callable[[ArgsReader], BaseModel]
     fields: tuple[str, ...]
     ignored: tuple[str, ...] = ()  # accepted for compatibility, without effect
+    unused: tuple[str, ...] = ()  # of `fields`: read and shown in /configz, without effect in Tessera
     hints: Mapping[str, str] = field(default_factory=dict)  # why a known upstream key is refused
 
 
@@ -176,7 +177,7 @@ REGISTRY: tuple[PluginSpec, ...] = (
     PluginSpec(VolumeBinding, _no_args(VolumeBinding)),
     PluginSpec(Coscheduling, _with(Coscheduling, coscheduling.CoschedulingArgs),
                args=ArgsSpec(coscheduling.CoschedulingArgs, coscheduling.parse_args, coscheduling.ARGS_FIELDS,
-                             coscheduling.ARGS_IGNORED)),
+                             coscheduling.ARGS_IGNORED, unused=coscheduling.ARGS_UNUSED)),
     PluginSpec(TesseraDevices, _with(TesseraDevices, device_args.DeviceArgs), 1, ArgsSpec(device_args.DeviceArgs, device_args.parse_args, device_args.FIELDS)),
     PluginSpec(TesseraUnhonouredTerms, _no_args(TesseraUnhonouredTerms)),
     PluginSpec(PodTopologySpread, lambda handle, args: PodTopologySpread(handle), 2,
