@@ -42,6 +42,7 @@ from scheduler.kubectl.reference import (JOB, PODGROUP_TYPES, BadReference, Refe
 from scheduler.kubectl.target import Target, resolve, user_name
 from scheduler.kubectl.unread import nodes_view, podgroup_kind
 from scheduler.logs import describe_error
+from scheduler.sim.cli import add_seed_option
 from scheduler.view.model import as_dict
 from scheduler.view.text import escape_terminal, render_nodes
 
@@ -153,6 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
     what.add_argument("--without-nodes", metavar="SELECTOR",
                       help="replay without the nodes this label selector matches (as kubectl get nodes -l takes it: "
                            "a rack's label), as --without-node does")
+    add_seed_option(what)
     _installed(what)  # its Lease says who schedules the pending pods now (the Leader: line)
     what.set_defaults(func=_what_if)
     back = command("rollback-check", "before rolling back to a build without tessera.dev/held-devices (before "
@@ -479,7 +481,8 @@ async def _what_if(args: argparse.Namespace, target: Target) -> int:
                                                     if probe_pods.probe_keys([probe]).isdisjoint(limited)])
             result = whatif.what_if([*listing.objects, *probes], chosen.config, now,
                                     only=probe_pods.probe_keys(probes), from_file=from_file, unread=listing.unread,
-                                    scheduler_namespace=args.scheduler_namespace, refused=refused, capacity=changed)
+                                    scheduler_namespace=args.scheduler_namespace, refused=refused, capacity=changed,
+                                    seed=args.seed)
         else:
             existing = capacity.existing(added, listing.objects)
             if existing:
@@ -488,7 +491,8 @@ async def _what_if(args: argparse.Namespace, target: Target) -> int:
                                    "name in use: give the file's objects other names")
             namespace = None if args.all_namespaces or args.namespace is None else target.namespace
             result = whatif.what_if(listing.objects, chosen.config, now, namespace, unread=listing.unread,
-                                    scheduler_namespace=args.scheduler_namespace, capacity=changed)
+                                    scheduler_namespace=args.scheduler_namespace, capacity=changed,
+                                    seed=args.seed)
         # pods wait (under a profile the configuration lacks too): does a replica schedule them now?
         if result.outcomes or result.other_profile_pods:
             result = whatif.with_leader(result, await _leader(http, chosen, args), args.scheduler_namespace)

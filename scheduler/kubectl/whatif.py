@@ -39,7 +39,7 @@ from scheduler.sim.snapshot import replay_order
 from scheduler.view.cluster import build_view
 from scheduler.view.listed import listed_core
 from scheduler.view.model import NodeScore, node_scores, plain
-from scheduler.view.text import columns, count, score_sum, tie_note
+from scheduler.view.text import columns, count, score_sum, tie_note, ties_line
 
 
 # per admission plugin, what its refusals are said to be by (the summary) and for (a gang's loss)
@@ -110,6 +110,11 @@ class WhatIf:
     removed_nodes: tuple[str, ...] = ()
     selected_by: str = ""
     gone: tuple[str, ...] = ()
+    # the replay's placing attempts (every pending pod's, listed or not), how many of them picked
+    # among equally scored nodes, and the tie-break seed that picked (`view.text.ties_line`)
+    decisions: int = 0
+    ties: int = 0
+    seed: int = 0
 
     @property
     def placed(self) -> int:
@@ -127,7 +132,8 @@ class WhatIf:
 def what_if(objects: Sequence[dict[str, Any]], config: SchedulerConfig, now: float,
             namespace: str | None = None, only: frozenset[str] | None = None, from_file: str = "",
             unread: Mapping[str, Unread] | None = None, scheduler_namespace: str = DEFAULT_NAMESPACE,
-            refused: Sequence[Refusal] = (), capacity: Capacity | None = None) -> WhatIf:
+            refused: Sequence[Refusal] = (), capacity: Capacity | None = None,
+            seed: int = 0) -> WhatIf:
     """Replay the listed cluster under `config`; outcomes of the pending pods (in `namespace` only,
     when given, or the pods `only` names — `-f FILE`'s: the replay still places every pending pod,
     as the scheduler would). A pod whose outcome depends on a kind in `unread` (the kinds the
@@ -138,14 +144,15 @@ def what_if(objects: Sequence[dict[str, Any]], config: SchedulerConfig, now: flo
     (`limitrange.admit`, `quota.admit`): never created, so not replayed; each is said, and so is
     its gang's loss to its members left pending. `capacity`: Nodes added and nodes taken away for
     the replay (the "Now" summary stays the cluster's); the pods of those taken away are pending
-    in it, and always listed, each with the node it was on."""
+    in it, and always listed, each with the node it was on. `seed`: the replay's tie-break among equally
+    scored nodes (`tessera simulate --seed`)."""
     capacity = capacity or Capacity()
     refused_keys = {refusal.pod for refusal in refused}
     objects = [obj for obj in objects if obj.get("kind") != "Pod" or _key(obj) not in refused_keys]
     unknown = devices_unread(unread or {})  # GPUs pods' annotations name: in use as they say, no ghosts
     listed = listed_core(config, objects, now, unknown)  # the cluster now, as `kubectl tessera nodes` reads it
     current = listed.core
-    replay = Replay(config, breakdown=True)  # each plugin's part of the picked nodes' scores (`_scored`)
+    replay = Replay(config, seed=seed, breakdown=True)  # each plugin's part of the picked nodes' scores (`_scored`)
     replay.now = now  # node agents' heartbeats are judged against the real clock
     changed = capacity.applied(objects)
     for _ in replay.run_listing(WatchEvent("ADDED", obj) for obj in replay_order(changed.objects)):
@@ -209,7 +216,8 @@ def what_if(objects: Sequence[dict[str, Any]], config: SchedulerConfig, now: flo
                                                 scheduler_namespace),
                   other_profile_pods=profile_pods, other_profile_terms=profile_terms,
                   added_nodes=capacity.added_nodes, removed_nodes=capacity.without, selected_by=capacity.selected_by,
-                  gone=changed.gone)
+                  gone=changed.gone,
+                  decisions=replay.stats.placements, ties=replay.stats.ties, seed=seed)
 
 
 def with_leader(result: WhatIf, leader: Leadership | None, scheduler_namespace: str = DEFAULT_NAMESPACE) -> WhatIf:
@@ -390,6 +398,9 @@ def render(result: WhatIf) -> str:
     if theirs:
         lines.append(theirs)
     lines += _notes(result.notes)
+    ties = ties_line(result.ties, result.decisions, result.seed)
+    if ties:
+        lines.append(ties)
     if result.evicted:
         lines.append(f"Preemption would evict: {listed_all(result.evicted, result.evicted_reasons)}")
     lines += _capacity_lines(result)

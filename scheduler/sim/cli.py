@@ -29,8 +29,16 @@ def add_parser(subparsers: Any) -> None:
                      help='-o json: end with one more line, the end state\'s GPU figures: {"summary": {"gpus", '
                           '"used", "shared", "free", "free_on_partial", "largest_free", ...}} (the table and '
                           'the page always show them)')
-    sim.add_argument("--seed", type=int, default=0, help="tie-break seed (default 0)")
+    add_seed_option(sim)
     sim.set_defaults(func=_simulate)
+
+
+def add_seed_option(parser: argparse.ArgumentParser) -> None:
+    """`--seed`, the replay's tie-break among equally scored nodes: `tessera simulate`'s and
+    `kubectl tessera what-if`'s (one option, one meaning: their summaries name it on a tie)."""
+    parser.add_argument("--seed", type=int, default=0,
+                        help="tie-break seed: which of equally scored nodes the replay picks (default 0); "
+                             "the summary says how many placing decisions were such picks")
 
 
 def _simulate(args: argparse.Namespace) -> int:

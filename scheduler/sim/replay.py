@@ -56,6 +56,9 @@ class ReplayStats:
     # pod key -> what a recorded Binding overruled: "binds it to N2, where this replay had placed it
     # on N1" (the live scheduler decided otherwise; the pod's last JSON line is the replay's decision)
     overruled: dict[str, str] = field(default_factory=dict)
+    seed: int = 0  # the tie-break's (`Scheduler`): the summaries name it with `ties` (`view.text.ties_line`)
+    placements: int = 0  # attempts that placed their pod
+    ties: int = 0  # of those, the ones whose node was the seeded pick among equally scored nodes (`tied_count`)
 
 
 _UTF8_BOM = b"\xef\xbb\xbf"
@@ -92,7 +95,7 @@ class Replay:
         self.pods: dict[str, dict[str, Any]] = {}  # uid -> latest raw object, to write bindings back
         self._placed: dict[str, str] = {}  # uid -> node, for pods this replay bound (until the input moves them)
         self._evicted: set[str] = set()  # uids this replay's preemptions evicted
-        self.stats = ReplayStats()
+        self.stats = ReplayStats(seed=seed)
 
     def run(self, events: Iterable[WatchEvent]) -> Iterator[Attempt]:
         """Each event as it came, the scheduler deciding after each (a recording's timeline)."""
@@ -154,6 +157,9 @@ class Replay:
             erred.difference_update(attempt.pod.uid for attempt in attempts if not attempt.error)
             for attempt in attempts:
                 self.stats.attempts += 1
+                if attempt.node is not None:
+                    self.stats.placements += 1
+                    self.stats.ties += attempt.tied_count > 0
                 self.stats.final[attempt.pod.key] = attempt
                 self.stats.evicted.pop(attempt.pod.key, None)  # a new pod under an evicted one's name
                 self.stats.evicted_why.pop(attempt.pod.key, None)

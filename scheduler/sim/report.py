@@ -20,7 +20,7 @@ from scheduler.view.cluster import build_view, removed_by_podgc
 from scheduler.view.decisions import DecisionLog
 from scheduler.view.model import NODE_DELETED, SLICES, UNREADABLE_LINE, ClusterView, InputWarning, summary_dict
 from scheduler.view.page import render_page
-from scheduler.view.text import count
+from scheduler.view.text import count, ties_line
 
 
 GPU = "nvidia.com/gpu"
@@ -176,6 +176,9 @@ def render_table(scheduler: Scheduler, stats: ReplayStats, view: ClusterView | N
         bound += f" ({moved} of them against this replay's own decision: see the warnings)"
     lines.append(f"{count(stats.events, 'event')}, {count(stats.attempts, 'scheduling attempt')}: "
                  f"{count(placed, 'pod')} placed, {len(unscheduled)} unschedulable{evicted}{bound}")
+    ties = ties_line(stats.ties, stats.placements, stats.seed)
+    if ties:
+        lines.append(ties)
     lines.append(view.summary.line())
     orphans = sum(len(by_node[name]) for name in deleted)
     if orphans:  # upstream they stay bound: the replay neither drops nor re-places them (their rows name them)

@@ -46,6 +46,20 @@ def tie_note(tied_with: Sequence[str], tied_count: int, score: int | None) -> st
     return f"tied with {count(tied_count, 'other node')} on score {score} ({named}): the scheduler picks one of them at random"
 
 
+def ties_line(ties: int, decisions: int, seed: int) -> str:
+    """The summary line of a replay (`tessera simulate`, `kubectl tessera what-if`) whose placements
+    were picks among equally scored nodes: `ties` of its `decisions` (placing attempts) had such a
+    pick, made by the replay's seeded tie-break. "" when none did.
+
+    Why: the summaries read as a verdict, though a tie-break decided them — a planner's trial
+    refused 2, 2, 9 and 6 pods of one recording under seeds 0-3, the refused count shown as the
+    answer each time (the live scheduler's pick among equals is random too)."""
+    if not ties:
+        return ""
+    return (f"Ties: {ties} of {count(decisions, 'placing decision')} picked among equally scored nodes (the "
+            f"seeded tie-break, --seed {seed}); another --seed may place pods differently")
+
+
 def score_sum(total: int, parts: Sequence[m.PluginScore]) -> str:
     """A node's total score and how it adds up: `score 699 = TesseraFragmentation 60x10 +
     InterPodAffinity 100x2 ...`, each plugin's normalised score (0..100) times its weight, the

@@ -48,7 +48,8 @@ def test_a_recorded_binding_elsewhere_than_the_replays_choice_is_a_warning(
     assert (f"tessera: warning: pod default/g3: the recording binds it to {theirs}, where this replay had "
             f"placed it on {ours} (the live scheduler decided otherwise: the table shows the recorded "
             "Binding, the JSON lines this replay's own decisions)") in err.splitlines()
-    summary = err.splitlines()[-2]  # the last is the GPU figures
+    *_, summary, ties, _ = err.splitlines()  # the last is the GPU figures
+    assert ties.startswith("Ties: 1 of 1 placing decision picked among equally scored nodes")  # g3's own pick
     assert summary.endswith("0 pods placed, 0 unschedulable, 1 bound in the input (1 of them against this "
                             "replay's own decision: see the warnings)")
 

@@ -60,7 +60,7 @@ async def _run(command: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.Cap
     else:
         args = argparse.Namespace(config=config, namespace=None, all_namespaces=False, filename=None, rename=False,
                                   without_node=None, without_nodes=None,
-                                  scheduler_namespace="tessera-system", output=output)
+                                  scheduler_namespace="tessera-system", output=output, seed=0)
         assert await cli._what_if(args, Target(None, None, "default")) == 0
     return capsys.readouterr().out
 

@@ -243,7 +243,7 @@ async def test_what_if_says_who_schedules_the_pending_pods_now(monkeypatch: pyte
     _serve(monkeypatch, api, objs)
     args = argparse.Namespace(config=str(tried), namespace=None, all_namespaces=False, filename=None, rename=False,
                               without_node=None, without_nodes=None,
-                              scheduler_namespace="tessera-system", output="table")
+                              scheduler_namespace="tessera-system", output="table", seed=0)
     assert await cli._what_if(args, Target(None, None, "default")) == 0
     out = capsys.readouterr()
     if not elect:
@@ -340,7 +340,7 @@ async def test_an_invalid_installed_configuration_still_names_the_running_schedu
     else:
         args = argparse.Namespace(config=None, namespace=None, all_namespaces=False, filename=None, rename=False,
                                   without_node=None, without_nodes=None,
-                                  scheduler_namespace="tessera-system", output="table")
+                                  scheduler_namespace="tessera-system", output="table", seed=0)
         assert await cli._what_if(args, Target(None, None, "default")) == 0
     out = capsys.readouterr()
     assert LEASE in api.paths and _BUILT_IN_LEASE not in api.paths, api.paths
@@ -427,7 +427,7 @@ async def test_with_config_the_leader_is_read_from_the_files_lease(
     else:
         args = argparse.Namespace(config=str(topology), namespace=None, all_namespaces=False, filename=None, rename=False,
                                   without_node=None, without_nodes=None,
-                                  scheduler_namespace="tessera-system", output="table")
+                                  scheduler_namespace="tessera-system", output="table", seed=0)
         assert await cli._what_if(args, Target(None, None, "default")) == 0
     out = capsys.readouterr()
     assert [path for path in api.paths if "/leases/" in path] == [_BUILT_IN_LEASE], api.paths

@@ -13,12 +13,13 @@ import orjson
 import pytest
 
 from scheduler.api.config import load_config
+from scheduler.kubectl import cli
 from scheduler.kubectl import explain as explaining
 from scheduler.kubectl import whatif
 from scheduler.kubectl.output import dump
 from scheduler.sim import builders as b
 from scheduler.sim import report
-from tests.helpers import BINPACK, config
+from tests.helpers import BINPACK, config, what_if_cli
 
 
 def _tied_cluster() -> list[dict[str, Any]]:
@@ -93,3 +94,53 @@ def test_a_tie_among_many_nodes_is_counted_and_names_only_a_few() -> None:
             f"({', '.join(outcome.tied_with)}, …): the scheduler picks one of them at random") in whatif.render(result)
     doc = orjson.loads(dump(whatif.as_dict(result), "json"))["outcomes"][0]
     assert doc["tied_count"] == TIED_NAMED + 3
+
+
+def _many_tied() -> list[dict[str, Any]]:
+    """Six identical empty 4-GPU nodes and one pending 4-GPU pod: any node is as good."""
+    return [*(b.node(f"n{i}", gpus=4) for i in range(6)), b.pod("p", limits={"nvidia.com/gpu": 4})]
+
+
+TIES = ("Ties: {ties} of {placements} picked among equally scored nodes (the seeded tie-break, --seed {seed}); "
+        "another --seed may place pods differently")
+
+
+def test_what_if_summary_says_its_placements_were_ties_and_takes_a_seed() -> None:
+    """A planner's trial read what-if's summary as a verdict, though the outcome depended on the
+    random pick among equal nodes (2 to 9 pods refused over seeds 0-3 of one recording)."""
+    placed = {whatif.what_if(_many_tied(), config(BINPACK), 0.0, seed=seed).outcomes[0].node for seed in range(8)}
+    assert len(placed) > 1  # the seed is the replay's tie-break
+    result = whatif.what_if(_tied_cluster(), config(BINPACK), 0.0, seed=3)
+    assert (result.ties, result.decisions, result.seed) == (1, 1, 3)
+    assert TIES.format(ties=1, placements="1 placing decision", seed=3) in whatif.render(result)
+    doc = orjson.loads(dump(whatif.as_dict(result), "json"))
+    assert (doc["ties"], doc["decisions"], doc["seed"]) == (1, 1, 3)
+    assert "Ties:" not in whatif.render(whatif.what_if(_untied_cluster(), config(BINPACK), 0.0))
+
+
+def test_simulate_table_says_its_placements_were_ties(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for objs, line in ((_tied_cluster(), TIES.format(ties=1, placements="1 placing decision", seed=5)),
+                       (_untied_cluster(), None)):
+        events = tmp_path / "e.jsonl"
+        events.write_bytes(b"\n".join(orjson.dumps(b.event("ADDED", obj)) for obj in objs) + b"\n")
+        report.run_simulation(str(events), load_config(BINPACK), explain=False, output="table", seed=5)
+        out = capsys.readouterr().out
+        assert (line in out) if line else "Ties:" not in out
+
+
+async def test_what_if_takes_simulate_s_seed_option(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """One home for --seed: what-if's is simulate's (same default and help), and it reaches the replay."""
+    from scheduler.cli import build_parser as tessera_parser
+
+    status, out, _ = await what_if_cli(monkeypatch, capsys, _tied_cluster(), "--seed", "4", "-o", "json")
+    assert status == 0 and orjson.loads(out)["seed"] == 4
+    assert cli.build_parser().parse_args(["what-if"]).seed == 0
+    helps = []
+    for parser, argv in ((tessera_parser("simulate"), ["simulate", "--help"]), (cli.build_parser(), ["what-if", "--help"])):
+        with pytest.raises(SystemExit):
+            parser.parse_args(argv)
+        helps.append(" ".join(capsys.readouterr().out.split()))
+    said = "--seed SEED tie-break seed: which of equally scored nodes the replay picks (default 0)"
+    assert all(said in text for text in helps)
