@@ -1,5 +1,8 @@
 """Binding pods: POST `pods/{name}/binding` with the device annotations, many at once.
 
+A Binding carrying VolumeBinding's writes sends them first and then waits, up to its
+`bind_timeout`, until `check_volumes` (the loop's: the core's `check_bindings`) finds the pod's
+claims bound; that wait holds no slot, and any failure there decides the pod again unsent.
 Before its first send a Binding awaits `ready` (the loop's: a status write of its own to the pod
 still in flight is answered first, and the Binding is conditional on the version that write left;
 docs/running.md). Bindings run concurrently while the next cycle runs, at most `max_in_flight` requests at a time (a
@@ -60,12 +63,14 @@ import structlog
 from anyio.abc import TaskStatus
 
 from scheduler.core.annotations import DEVICES, TERM
+from scheduler.core.plugins.volume_binding import BIND_TIMEOUT, BindingsChecked
+from scheduler.core.volumes import ClaimBinding
 from scheduler.kube.http import TRANSPORT_ERRORS, KubeHttp
 from scheduler.kube.concurrency import MAX_IN_FLIGHT, InFlight, TaskHost
 from scheduler.kube.pod_answers import pod_in, pod_not_found
 from scheduler.kube.term_token import parse_term_token
 from scheduler.kube.term_write import write_term
-from scheduler.kube.volume_writes import VolumeWrite, write as write_volume
+from scheduler.kube.volume_writes import PRE_BIND, VolumeWrite, write as write_volume
 from scheduler.logs import describe_error
 
 if TYPE_CHECKING:
@@ -96,6 +101,7 @@ HISTORY_WATCH_SECONDS = 1
 # goes into the pod's PodScheduled condition; the versions are in the result's `detail`)
 WITHDRAWN = "the Binding was withdrawn (the pod's resourceVersion changed, so it can never land)"
 NOT_LEADING = "not the leader any more"
+STOPPING = "the scheduler is stopping"
 # the message of a Binding the read-back found outdated: the pod is unbound at a newer version
 CHANGED = "the pod changed since it was decided; no Binding for the version it was decided at can land"
 
@@ -114,8 +120,12 @@ class Binding:
     # the pod's `tessera.dev/term` as the core saw it when it decided ("" = none): a read-back
     # showing another one tells a term's fence (or a withdrawal) from anyone else's edit
     term_as_decided: str = ""
-    # VolumeBinding's PreBind: the volume and claim writes sent, in order, before the first POST
+    # VolumeBinding's PreBind: the volume and claim writes sent, in order, before the first POST;
+    # then the wait until the decision's claims are bound (`check_bindings`), for at most
+    # `bind_timeout` seconds (the pod's profile's VolumeBindingArgs.bindTimeoutSeconds)
     volume_writes: tuple[VolumeWrite, ...] = ()
+    claims: tuple[ClaimBinding, ...] = ()
+    bind_timeout: float = 600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,8 +196,15 @@ class Binder:
                  timeout: float = 30.0, term: Callable[[], Hashable | None] = lambda: 0,
                  sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
                  clock: Callable[[], float] = time.monotonic, late_landing_seconds: float | None = None,
-                 identity: str = "tessera", ready: Callable[[Binding], Awaitable[Binding]] | None = None) -> None:
+                 identity: str = "tessera", ready: Callable[[Binding], Awaitable[Binding]] | None = None,
+                 check_volumes: Callable[[Binding, Mapping[str, str]], BindingsChecked] | None = None) -> None:
         self.http = http
+        # what the watch-fed state says of a Binding's claims after its volume writes, given the
+        # versions the writes left (the loop's: `check_bindings` on its core's state); asked again
+        # at every `volumes_changed`
+        self.check_volumes = check_volumes if check_volumes is not None else _all_bound
+        self._volumes_changed: anyio.Event | None = None
+        self._stopping = False  # `stop_waiting` was called: no Binding waits for its claims any more
         # the Binding as it is to be sent, awaited before its first send: the loop's waits for a
         # status write of its own to the pod still in flight and takes the version it left
         self.ready = ready if ready is not None else _as_decided
@@ -227,6 +244,20 @@ class Binder:
         self._flights.started()
         group.start_soon(self._bind, binding, self.term(), name=f"bind {binding.namespace}/{binding.name}")
 
+    def volumes_changed(self) -> None:
+        """Wake the Bindings waiting for their claims to be bound: the watch brought a claim, a
+        volume or a pod deletion, or this replica's term changed. Each asks `check_volumes` again."""
+        changed, self._volumes_changed = self._volumes_changed, None
+        if changed is not None:
+            changed.set()
+
+    def stop_waiting(self) -> None:
+        """Graceful shutdown: the Bindings waiting for their claims give up now, unsent (the next
+        leader decides their pods), so that the drain is not held up to bindTimeoutSeconds by
+        Bindings that cannot land, and the Lease can be handed over."""
+        self._stopping = True
+        self.volumes_changed()
+
     async def drain(self, timeout: float) -> bool:
         """Wait up to `timeout` seconds until no Binding is in flight, those submitted meanwhile
         included (graceful shutdown); True if every Binding ever submitted has settled. Nothing is
@@ -248,7 +279,7 @@ class Binder:
         try:
             start = time.monotonic()
             binding = await self.ready(binding)
-            result = await self._write_volumes(binding, term) or await self._settle(binding, term)
+            result = await self._bind_volumes(binding, term) or await self._settle(binding, term)
             settled = True
             result = replace(result, seconds=time.monotonic() - start)
             try:
@@ -258,22 +289,59 @@ class Binder:
         finally:
             self._flights.ended(settled=settled)
 
-    async def _write_volumes(self, binding: Binding, term: Hashable | None) -> BindResult | None:
-        """VolumeBinding's PreBind: each write in turn, only while the term that decided the
-        Binding leads; None when all landed (the Binding goes), else the result that keeps it
-        from being sent: refused (the pod is decided again; a write that landed stays, as
-        upstream's), or not leading (the new leader decides the pod)."""
+    async def _bind_volumes(self, binding: Binding, term: Hashable | None) -> BindResult | None:
+        """VolumeBinding's PreBind (upstream's BindPodVolumes): each write in turn, only while the
+        term that decided the Binding leads, then the wait for the claims to be bound. None when
+        all is bound (the Binding goes), else the result that keeps it from being sent: refused
+        or failed (the pod is decided again; a write that landed stays, as upstream's), or not
+        leading (the new leader decides the pod)."""
+        written: dict[str, str] = {}
         for change in binding.volume_writes:
             async with self._slots:
                 if self.term() is not None:
                     await self.http.acquire()
                 if self.term() != term or term is None:
-                    return BindResult(binding, Outcome.RETRY, f"{NOT_LEADING}; the Binding was not sent", 0.0,
-                                      sends=0, not_leading=True)
-                failed = await write_volume(self.http, change, self.timeout)
-            if failed:
-                return BindResult(binding, Outcome.RETRY, failed, 0.0, sends=0, pre_bind=True)
-        return None
+                    return _not_sent(binding)
+                answer = await write_volume(self.http, change, self.timeout)
+            if answer.failed:
+                return BindResult(binding, Outcome.RETRY, answer.failed, 0.0, sends=0, pre_bind=True)
+            written[change.key] = answer.version
+        return await self._wait_for_volumes(binding, term, written) if binding.claims else None
+
+    async def _wait_for_volumes(self, binding: Binding, term: Hashable | None,
+                                written: Mapping[str, str]) -> BindResult | None:
+        """Wait until the watch-fed state shows every claim of the decision bound (None), for at
+        most `binding.bind_timeout` seconds, asking `check_volumes` at every change
+        (`volumes_changed`) instead of upstream's poll each second. No in-flight slot is held
+        meanwhile: other pods' Bindings go on. Fails as upstream's ("binding volumes: ..."):
+        a claim given up on (`check_bindings`), or the timeout; ends at once when this replica
+        stops leading, or when the pod is gone."""
+        pod = f"{binding.namespace}/{binding.name}"
+        timed_out = BindResult(binding, Outcome.RETRY, f"{PRE_BIND}: binding volumes: {BIND_TIMEOUT}", 0.0, sends=0,
+                               pre_bind=True, detail=f"bindTimeoutSeconds {binding.bind_timeout:g} passed")
+        if binding.bind_timeout <= 0:  # upstream's poll with its deadline already passed: not one look
+            return timed_out
+        with anyio.move_on_after(binding.bind_timeout):
+            while True:
+                if self.term() != term or term is None:
+                    return _not_sent(binding)
+                if self._stopping:
+                    return _not_sent(binding, STOPPING)
+                if self._volumes_changed is None:
+                    self._volumes_changed = anyio.Event()
+                changed = self._volumes_changed
+                checked = self.check_volumes(binding, written)
+                if checked.bound:
+                    log.info("binder.volumes_bound", pod=pod, node=binding.node, claims=len(binding.claims))
+                    return None
+                if checked.pod_gone:
+                    return BindResult(binding, Outcome.NOT_FOUND, "the pod was deleted while its volumes were being "
+                                      "bound", 0.0, sends=0)
+                if checked.failure:
+                    return BindResult(binding, Outcome.RETRY, f"{PRE_BIND}: binding volumes: {checked.failure}", 0.0,
+                                      sends=0, pre_bind=True)
+                await changed.wait()
+        return timed_out
 
     async def _settle(self, binding: Binding, term: Hashable | None) -> BindResult:
         """POST, and after an ambiguous answer read back and POST the same Binding again, until the
@@ -491,6 +559,17 @@ class Binder:
 
 async def _as_decided(binding: Binding) -> Binding:
     return binding
+
+
+def _all_bound(binding: Binding, written: Mapping[str, str]) -> BindingsChecked:
+    """A Binder without a cluster state to look at waits for nothing."""
+    return BindingsChecked(bound=True)
+
+
+def _not_sent(binding: Binding, why: str = NOT_LEADING) -> BindResult:
+    """Given up before the Binding was sent: this replica no longer leads in the Binding's term
+    (or, `STOPPING`, is about to hand the Lease over)."""
+    return BindResult(binding, Outcome.RETRY, f"{why}; the Binding was not sent", 0.0, sends=0, not_leading=True)
 
 
 def _settled_by(binding: Binding, pod: dict[str, Any], withdrawn_with: str = "") -> Outcome | None:

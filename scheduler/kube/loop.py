@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -30,9 +30,12 @@ from scheduler.core.framework.timing import NO_STOPWATCH, Stopwatch
 from scheduler.core.objects import (FINAL_GROUP_PHASES, PLUGINS_API, PODGROUP_API_VERSIONS, WORKLOAD_API, Pod,
                                    gang_key, gang_key_parts, gang_name, podgroup_api)
 from scheduler.core.plugins.preemption.victims import listed
+from scheduler.core.plugins.registry import args_of
+from scheduler.core.plugins.volume_binding import BindingsChecked, VolumeBindingArgs, check_bindings
 from scheduler.core.scheduler import Scheduler
 from scheduler.core.state import Notice
 from scheduler.core.tenants import pods_named
+from scheduler.core.volumes import CLAIM_KIND, VOLUME_KIND
 from scheduler.kube.binder import Binder, Binding, BindResult, Outcome
 from scheduler.kube.class_controller import DefaultClassController
 from scheduler.kube.concurrency import Wakeup
@@ -118,7 +121,7 @@ class SchedulerLoop:
         self.core = Scheduler(config, seed=random.randrange(2**32) if seed is None else seed, stopwatch=stopwatch)
         self.informers = InformerSet(watch_http, self._on_event, SCHEDULER_KINDS)
         self.binder = Binder(http, self._on_bound, term=lambda: self.leader_term(), identity=identity,
-                             ready=self._after_own_status_write)
+                             ready=self._after_own_status_write, check_volumes=self._check_volumes)
         # Events get a client of their own with its own token bucket, as kube-scheduler's event
         # client does, so that recording a pod's Event never takes a Binding's place in the budget;
         # it counts its requests wherever `http` counts them then (`on_result` may be set later).
@@ -208,6 +211,7 @@ class SchedulerLoop:
     def stop(self) -> None:
         """Stop starting new cycles (graceful shutdown); the caller then `drain`s the writes in flight."""
         self._stopping = True
+        self.binder.stop_waiting()  # a Binding waiting for its claims has sent nothing: it is given up
         self._wake.set()
 
     @property
@@ -272,6 +276,8 @@ class SchedulerLoop:
         notices = self.core.apply(event_type, obj, time.time())
         for notice in notices:
             self._report(notice)
+        if kind in (CLAIM_KIND, VOLUME_KIND) or (kind == "Pod" and event_type == "DELETED"):
+            self.binder.volumes_changed()  # a Binding waiting for its claims looks again
         if event_type == "DELETED":  # nothing is told about an object that is gone
             meta = obj.get("metadata") or {}
             namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
@@ -370,6 +376,7 @@ class SchedulerLoop:
         (a wish dropped here would otherwise wait for the group's next change, which a finished
         job never has)."""
         self._leading_since = None
+        self.binder.volumes_changed()  # a Binding waiting for its claims gives up at once
         self._log_abandoned(self.evictor.abandon())
         self.core.abandon_deferred(time.time())
         self.statuses.reset()
@@ -443,7 +450,18 @@ class SchedulerLoop:
         return Binding(pod.uid, pod.meta.namespace, pod.meta.name, attempt.node, annotations,
                        resource_version=current.meta.resource_version,
                        term_as_decided=current.meta.annotations.get(ann.TERM, ""),
-                       volume_writes=planned(self.core.state, attempt.claims, attempt.node))
+                       volume_writes=planned(self.core.state, attempt.claims, attempt.node), claims=attempt.claims,
+                       bind_timeout=self._bind_timeout(pod.scheduler_name))
+
+    def _bind_timeout(self, scheduler_name: str) -> float:
+        """How long a Binding of the profile's waits for its claims to be bound (its
+        VolumeBindingArgs.bindTimeoutSeconds)."""
+        profile = self.config.profile_for(scheduler_name) or self.config.profiles[0]
+        return float(args_of(profile, VolumeBindingArgs).bind_timeout_seconds)
+
+    def _check_volumes(self, binding: Binding, written: Mapping[str, str]) -> BindingsChecked:
+        """The Binder's look at a waiting Binding's claims: upstream's checkBindings on the core's state."""
+        return check_bindings(self.core.state, binding.uid, binding.claims, binding.node, written)
 
     async def _after_own_status_write(self, binding: Binding) -> Binding:
         """The Binding to send: as decided, or — when a status write of ours to the pod, conditional

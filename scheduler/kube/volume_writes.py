@@ -15,16 +15,17 @@ one whose object is gone from the core's view, keeps the Binding from being sent
 landed, as upstream has none: a volume naming the claim is the claim's (FindMatchingVolume's
 pre-bound case), so the next decision goes the same way.
 
-Not done (docs/not-supported.md, Volumes): upstream then waits, up to bindTimeoutSeconds (600),
-for the PV controller or the provisioner to bind the claims (checkBindings) and decides the pod
-again if provisioning fails. Tessera sends the Binding right after the writes: the kubelet waits
-for the claim to be bound, and a provisioning that fails leaves the pod on its node.
+Then, as upstream's BindPodVolumes, the Binding waits (`Binder`, up to VolumeBindingArgs'
+bindTimeoutSeconds) until the watch shows every claim bound by the PV controller or the
+provisioner (`volume_binding.check_bindings`, from the versions the writes left).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+
+import orjson
 
 from scheduler.core.state import ClusterState
 from scheduler.core.volumes import BOUND_BY_CONTROLLER, CLAIM_KIND, SELECTED_NODE, ClaimBinding
@@ -39,11 +40,13 @@ PRE_BIND = 'running PreBind plugin "VolumeBinding"'
 @dataclass(frozen=True, slots=True)
 class VolumeWrite:
     """One conditional merge patch: of `path`, named `what` in messages (an empty `body`: the
-    object is gone from the core's view, and the write fails without a request)."""
+    object is gone from the core's view, and the write fails without a request); `key` is how
+    `check_bindings` names the object (the volume's name, the claim's namespace/name)."""
 
     path: str
     body: dict[str, Any]
     what: str
+    key: str
 
 
 def planned(state: ClusterState, claims: tuple[ClaimBinding, ...], node: str) -> tuple[VolumeWrite, ...]:
@@ -59,8 +62,9 @@ def planned(state: ClusterState, claims: tuple[ClaimBinding, ...], node: str) ->
         else:
             path = f"/api/v1/namespaces/{namespace}/persistentvolumeclaims/{name}"
             what = f"persistentvolumeclaims {go_quote(name)}"
+        key = given.volume or given.claim
         if claim is None or (given.volume and volume is None):  # gone since the decision: nothing to write to
-            writes.append(VolumeWrite(path, {}, what))
+            writes.append(VolumeWrite(path, {}, what, key))
         elif volume is not None:
             ref = volume.claim_ref
             if ref == (namespace, name, claim.meta.uid):
@@ -70,22 +74,36 @@ def planned(state: ClusterState, claims: tuple[ClaimBinding, ...], node: str) ->
                 metadata["annotations"] = {BOUND_BY_CONTROLLER: "yes"}
             claim_ref = {"kind": CLAIM_KIND, "apiVersion": "v1", "namespace": namespace, "name": name,
                          "uid": claim.meta.uid, "resourceVersion": claim.meta.resource_version}
-            writes.append(VolumeWrite(path, {"metadata": metadata, "spec": {"claimRef": claim_ref}}, what))
+            writes.append(VolumeWrite(path, {"metadata": metadata, "spec": {"claimRef": claim_ref}}, what, key))
         elif claim.selected_node != node:
             writes.append(VolumeWrite(path, {"metadata": {"resourceVersion": claim.meta.resource_version,
-                                                          "annotations": {SELECTED_NODE: node}}}, what))
+                                                          "annotations": {SELECTED_NODE: node}}}, what, key))
     return tuple(writes)
 
 
-async def write(http: KubeHttp, change: VolumeWrite, timeout: float) -> str:
-    """Send one write: "" when it landed, else why not (the apiserver's message, or the error)."""
+@dataclass(frozen=True, slots=True)
+class Written:
+    """A write's answer: `failed` says why it did not land ("" when it did), `version` is the
+    resourceVersion it left ("" when the answer named none): what the wait compares the watch's
+    objects with."""
+
+    failed: str = ""
+    version: str = ""
+
+
+async def write(http: KubeHttp, change: VolumeWrite, timeout: float) -> Written:
+    """Send one write."""
     if not change.body:
-        return f"{PRE_BIND}: {change.what} not found"
+        return Written(f"{PRE_BIND}: {change.what} not found")
     try:
         response = await http.request("PATCH", change.path, body=change.body, content_type=MERGE_PATCH,
                                       timeout=timeout, limited=False)
     except TRANSPORT_ERRORS as err:
-        return f"{PRE_BIND}: updating {change.what}: {describe_error(err)}"
-    if response.ok:
-        return ""
-    return f"{PRE_BIND}: {response.message()}"  # the apiserver's Status message, as client-go's error reads
+        return Written(f"{PRE_BIND}: updating {change.what}: {describe_error(err)}")
+    if not response.ok:
+        return Written(f"{PRE_BIND}: {response.message()}")  # the apiserver's Status message, as client-go's error reads
+    try:
+        version = orjson.loads(response.body)["metadata"]["resourceVersion"]
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        version = ""
+    return Written(version=version if isinstance(version, str) else "")

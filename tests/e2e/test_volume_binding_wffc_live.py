@@ -1,21 +1,25 @@
 """VolumeBinding for WaitForFirstConsumer claims on a real apiserver, with kube-controller-manager's
 PV controller (persistentvolume-binder) completing what Tessera starts, as in a cluster: a local
-volume's claimRef written before the Binding makes the controller bind the claim; two pods
-needing one local volume each land on the two nodes that have one; a provisioner class gets the
-pod's node as the claim's selected-node, within its allowedTopologies. The rules are in
-tests/replay/test_volume_binding.py, the writes in tests/unit/test_volume_writes.py."""
+volume's claimRef written before the Binding makes the controller bind the claim, and the Binding
+waits for that (upstream's checkBindings); two pods needing one local volume each land on the two
+nodes that have one; a provisioner class gets the pod's node as the claim's selected-node, within
+its allowedTopologies, and with no provisioner running the wait times out (bindTimeoutSeconds)
+and the pod is decided again. The rules are in tests/replay/test_volume_binding.py, the writes in
+tests/unit/test_volume_writes.py, the wait in tests/unit/test_volume_bind_wait.py."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from scheduler.kube.controlplane import ControlPlaneBinaries, LocalControlPlane
 from scheduler.kube.controlplane.components import TEST_CONTROLLERS
 from scheduler.sim import builders as b
-from tests.e2e.live import Kube, eventually
+from tests.e2e.live import REPO, Kube, eventually
 
 NODES = "/api/v1/nodes"
 VOLUMES = "/api/v1/persistentvolumes"
@@ -96,18 +100,16 @@ async def test_a_local_volume_on_one_node_takes_the_pod_there_and_its_claim_is_b
         await _class(kubectl, cls, "kubernetes.io/no-provisioner")
         await _local_volume(kubectl, volume, cls, "wf-b")
         await _claim_and_pod(kubectl, namespace, "train", cls)
-        assert await eventually(lambda: _bound(kubectl, namespace, "train")) == "wf-b"
+        assert await eventually(lambda: _bound(kubectl, namespace, "train"), timeout=60) == "wf-b"
         pv = (await kubectl.call("GET", f"{VOLUMES}/{volume}")).json()
         claim = await _claim(kubectl, namespace, "train")
         ref = pv["spec"]["claimRef"]
         assert (ref["kind"], ref["namespace"], ref["name"], ref["uid"]) == (
             "PersistentVolumeClaim", namespace, "train", claim["metadata"]["uid"])
         assert pv["metadata"]["annotations"]["pv.kubernetes.io/bound-by-controller"] == "yes"
-
-        async def claim_bound() -> bool:
-            claim = await _claim(kubectl, namespace, "train")
-            return bool(claim["status"].get("phase") == "Bound" and claim["spec"].get("volumeName") == volume)
-        assert await eventually(claim_bound, timeout=60)
+        # the Binding waited for the PV controller: the claim was bound before the pod was
+        assert claim["status"].get("phase") == "Bound" and claim["spec"].get("volumeName") == volume
+        assert "pv.kubernetes.io/bind-completed" in claim["metadata"]["annotations"]
     finally:
         await _cleanup(kubectl, [volume], [cls])
 
@@ -131,17 +133,43 @@ async def test_two_pods_needing_a_local_volume_each_land_on_the_two_nodes_that_h
         await _cleanup(kubectl, volumes, [cls])
 
 
-async def test_a_provisioner_class_gets_the_pods_node_within_its_allowed_topology(
-        tessera: Any, kubectl: Kube, namespace: str, clean_cluster: Any) -> None:
-    await tessera("config/binpack.yaml")
+def _with_bind_timeout(tmp_path: Path, seconds: int) -> str:
+    """config/binpack.yaml with VolumeBindingArgs.bindTimeoutSeconds set."""
+    raw = yaml.safe_load((REPO / "config/binpack.yaml").read_text())
+    raw["profiles"][0]["pluginConfig"].append({"name": "VolumeBinding", "args": {"bindTimeoutSeconds": seconds}})
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return str(path)
+
+
+async def test_a_provisioner_class_gets_the_pods_node_and_without_a_provisioner_the_wait_times_out(
+        tessera: Any, kubectl: Kube, namespace: str, clean_cluster: Any, tmp_path: Path) -> None:
+    """The claim's selected-node is the node within allowedTopologies; nobody provisions it, so
+    the Binding is never sent: after bindTimeoutSeconds the pod is decided again, with upstream's
+    message in its PodScheduled condition and a FailedScheduling Event, and it stays unbound."""
+    await tessera(_with_bind_timeout(tmp_path, 2))
     await _nodes(kubectl, "wf-a", "wf-b")  # zone-0, zone-1
     cls = f"fake-{namespace}"
+    message = 'running PreBind plugin "VolumeBinding": binding volumes: context deadline exceeded'
     try:
         await _class(kubectl, cls, "example.com/fake",
                      allowedTopologies=[{"matchLabelExpressions": [{"key": ZONE, "values": ["zone-1"]}]}])
         await _claim_and_pod(kubectl, namespace, "train", cls)
-        assert await eventually(lambda: _bound(kubectl, namespace, "train")) == "wf-b"
-        claim = await _claim(kubectl, namespace, "train")
-        assert claim["metadata"]["annotations"][SELECTED_NODE] == "wf-b"
+
+        async def selected() -> str | None:
+            node = (await _claim(kubectl, namespace, "train"))["metadata"].get("annotations", {}).get(SELECTED_NODE)
+            return str(node) if node else None
+        assert await eventually(selected) == "wf-b"
+
+        async def failed_twice() -> bool:
+            events = [e for e in await kubectl.events(namespace)
+                      if e["reason"] == "FailedScheduling" and e["regarding"]["name"] == "train"]
+            count = sum(max(1, (e.get("series") or {}).get("count", 1)) for e in events)
+            return count >= 2 and all(e["note"] == message for e in events)
+        assert await eventually(failed_twice, timeout=30)  # decided again, and timed out again
+        pod = (await kubectl.pods(namespace))["train"]
+        condition = next(c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled")
+        assert (condition["status"], condition["message"]) == ("False", message)
+        assert not pod["spec"].get("nodeName")
     finally:
         await _cleanup(kubectl, [], [cls])

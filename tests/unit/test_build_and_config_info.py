@@ -179,7 +179,9 @@ def test_configz_shows_every_enabled_plugins_args_defaults_included() -> None:
     args = profile["pluginArgs"]
     # every plugin the built-in profile runs that has args; TesseraGpuPacking is not enabled
     assert sorted(args) == ["Coscheduling", "DefaultPreemption", "InterPodAffinity", "NodeAffinity", "NodeResourcesFit",
-                            "PodTopologySpread", "TesseraDevices", "TesseraFragmentation", "TopologyPlacement"]
+                            "PodTopologySpread", "TesseraDevices", "TesseraFragmentation", "TopologyPlacement",
+                            "VolumeBinding"]
+    assert args["VolumeBinding"] == {"bindTimeoutSeconds": 600}
     assert args["InterPodAffinity"] == {"hardPodAffinityWeight": 1, "ignorePreferredTermsOfExistingPods": False}
     assert args["NodeResourcesFit"] == {"type": "LeastAllocated", "shape": [],
                                         "resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}],

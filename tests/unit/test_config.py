@@ -530,7 +530,7 @@ FIT = "profiles[0].pluginConfig[0].args.scoringStrategy"
     (profile(plugins={"scores": {}}), "profiles[0].plugins.scores", "unknown field"),
     # pluginConfig
     (profile(pluginConfig=[{"name": "TaintToleration", "args": {}}]), "profiles[0].pluginConfig[0].name",
-     'Unsupported value: "TaintToleration": supported values: "NodeAffinity", "TopologyPlacement", "NodeResourcesFit", "Coscheduling", "TesseraDevices", "PodTopologySpread", "InterPodAffinity", "NodeResourcesBalancedAllocation", "TesseraFragmentation"'),
+     'Unsupported value: "TaintToleration": supported values: "NodeAffinity", "TopologyPlacement", "NodeResourcesFit", "VolumeBinding", "Coscheduling", "TesseraDevices", "PodTopologySpread", "InterPodAffinity", "NodeResourcesBalancedAllocation", "TesseraFragmentation"'),
     (profile(pluginConfig=[{"name": "InterPodAffinity", "args": {"hardPodAffinityWeight": 101}}]),
      "profiles[0].pluginConfig[0].args.hardPodAffinityWeight", "Invalid value: 101: not in valid range [0, 100]"),
     (profile(pluginConfig=[{"name": "TesseraFragmentation", "args": {"maxTaskTypes": 0}}]),

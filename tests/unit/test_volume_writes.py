@@ -40,7 +40,7 @@ def test_a_static_volume_gets_the_claims_reference_conditional_on_its_version() 
         "metadata": {"resourceVersion": "1", "annotations": {"pv.kubernetes.io/bound-by-controller": "yes"}},
         "spec": {"claimRef": {"kind": "PersistentVolumeClaim", "apiVersion": "v1", "namespace": "default",
                               "name": "data", "uid": "uid-default-data", "resourceVersion": "1"}}},
-        'persistentvolumes "nvme-a"')
+        'persistentvolumes "nvme-a"', "nvme-a")
 
 
 def test_a_volume_already_naming_the_claim_needs_nothing_or_only_its_uid() -> None:
@@ -59,7 +59,7 @@ def test_a_provisioned_claim_gets_the_node_unless_it_has_it() -> None:
     assert planned(run.state, (ClaimBinding("default/data", ""), ClaimBinding("default/done", "")), "a") == (
         VolumeWrite(PVC, {"metadata": {"resourceVersion": "1",
                                        "annotations": {"volume.kubernetes.io/selected-node": "a"}}},
-                    'persistentvolumeclaims "data"'),)
+                    'persistentvolumeclaims "data"', "default/data"),)
 
 
 def test_an_object_gone_since_the_decision_fails_without_a_request() -> None:
@@ -90,8 +90,8 @@ def _serve(version: str) -> Callable[[Call], Response | None]:
 
 
 WRITES = (VolumeWrite(PV, {"metadata": {"resourceVersion": "5"}, "spec": {"claimRef": {"name": "data"}}},
-                      'persistentvolumes "nvme-a"'),
-          VolumeWrite(PVC, {"metadata": {"resourceVersion": "5"}}, 'persistentvolumeclaims "data"'))
+                      'persistentvolumes "nvme-a"', "nvme-a"),
+          VolumeWrite(PVC, {"metadata": {"resourceVersion": "5"}}, 'persistentvolumeclaims "data"', "default/data"))
 
 
 async def test_the_writes_go_before_the_binding() -> None:

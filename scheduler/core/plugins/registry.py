@@ -56,6 +56,7 @@ from scheduler.core.plugins.taints import TaintToleration
 from scheduler.core.plugins.topology import TopologyPlacement
 from scheduler.core.plugins.topology import args as topology_args
 from scheduler.core.plugins.unhonoured_terms import TesseraUnhonouredTerms
+from scheduler.core.plugins import volume_binding
 from scheduler.core.plugins.volume_binding import VolumeBinding
 from scheduler.core.plugins import interpod_affinity
 from scheduler.core.plugins.interpod_affinity import InterPodAffinity
@@ -174,7 +175,10 @@ REGISTRY: tuple[PluginSpec, ...] = (
                           resolve=fit_args.resolve_legacy),
                GpuScore(lambda args: isinstance(args, fit_args.ScoringStrategy) and args.scores_gpus,
                         f"with a GPU resource ({', '.join(sorted(GPU_RESOURCES))}) in its scoringStrategy.resources")),
-    PluginSpec(VolumeBinding, _no_args(VolumeBinding)),
+    # its args are the shell's (how long a Binding waits for the claims to be bound: kube/binder.py)
+    PluginSpec(VolumeBinding, _no_args(VolumeBinding),
+               args=ArgsSpec(volume_binding.VolumeBindingArgs, volume_binding.parse_args, volume_binding.FIELDS,
+                             hints=volume_binding.HINTS)),
     PluginSpec(Coscheduling, _with(Coscheduling, coscheduling.CoschedulingArgs),
                args=ArgsSpec(coscheduling.CoschedulingArgs, coscheduling.parse_args, coscheduling.ARGS_FIELDS,
                              coscheduling.ARGS_IGNORED, unused=coscheduling.ARGS_UNUSED)),

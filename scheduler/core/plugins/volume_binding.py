@@ -28,7 +28,9 @@ provisions a volume. CSI storage capacity (CSIStorageCapacity) is not checked.
 Reserve, as AssumePodVolumes: the chosen node's matches (`ClaimBinding`s) go into the placement;
 the cluster state holds them until the watch shows them done or the placement is given up, and
 the shell writes them (each volume's claimRef, each provisioned claim's selected-node) before
-the Binding.
+the Binding, which then waits, up to VolumeBindingArgs' bindTimeoutSeconds, until
+`check_bindings` (upstream's checkBindings, a rule on the state, so here) finds every claim
+bound, or a reason to decide the pod again.
 
 Cannot tell, so passes: the shell marks a kind its role may not read (`ClusterState.unread`, an
 old deploy without this plugin's RBAC): without claims nothing is checked, without volumes the
@@ -44,6 +46,9 @@ from collections.abc import Hashable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from pydantic import BaseModel, ConfigDict
+
+from scheduler.api.config_reader import ArgsReader, Checks, invalid
 from scheduler.core.framework.cycle_state import PodContext
 from scheduler.core.framework.handle import Handle
 from scheduler.core.framework.interface import (FilterPlugin, PreFilterPlugin, QueueingHint, Reasons, Reservation,
@@ -58,11 +63,118 @@ NODE_CONFLICT = "node(s) had volume node affinity conflict"  # ErrReasonNodeConf
 PV_NOT_EXIST = "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)"  # ErrReasonPVNotExist
 BIND_CONFLICT = "node(s) didn't find available persistent volumes to bind"  # ErrReasonBindConflict
 UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"
+# the error of upstream's wait when bindTimeoutSeconds passes (PollUntilContextTimeout: ctx.Err())
+BIND_TIMEOUT = "context deadline exceeded"
+# how the assume caches name the kinds in their NotFound errors ("could not find %v %q")
+_VOLUME_TYPE, _CLAIM_TYPE = "v1.PersistentVolume", "v1.PersistentVolumeClaim"
+FIELDS = ("bindTimeoutSeconds",)
+HINTS = {"shape": "Tessera does not score nodes by storage capacity (StorageCapacityScoring), so it has no shape"}
+
+
+class VolumeBindingArgs(BaseModel):
+    """upstream's VolumeBindingArgs (bindTimeoutSeconds, v1's default 600): how long the shell
+    waits, after VolumeBinding's writes, for the pod's claims to be bound before the pod is
+    decided again. 0 gives no wait at all: a pod with a claim to bind fails its PreBind at once
+    (upstream's poll starts with its deadline already passed)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    bind_timeout_seconds: int = 600
+
+
+def parse_args(args: ArgsReader) -> VolumeBindingArgs:
+    """ValidateVolumeBindingArgs: bindTimeoutSeconds not negative."""
+    found = Checks()
+    timeout = found.read(lambda: args.get_int("bindTimeoutSeconds", 600), None)
+    if timeout is not None and timeout < 0:
+        found.check(lambda: invalid(args.at("bindTimeoutSeconds"), timeout,
+                                    "invalid BindTimeoutSeconds, should not be a negative value"))
+    found.raise_errors()
+    assert timeout is not None
+    return VolumeBindingArgs(bind_timeout_seconds=timeout)
+
+
+@dataclass(frozen=True, slots=True)
+class BindingsChecked:
+    """What the watch-fed state says of a placed pod's claims after VolumeBinding's writes
+    (`check_bindings`): all bound (the Binding goes), failed (the pod is decided again, `failure`
+    in upstream's words), the pod gone, or none of these yet (wait for the next change)."""
+
+    bound: bool = False
+    failure: str = ""
+    pod_gone: bool = False
+
+
+def check_bindings(state: ClusterState, uid: str, claims: tuple[ClaimBinding, ...], node: str,
+                   written: Mapping[str, str]) -> BindingsChecked:
+    """upstream's checkBindings, on the watch-fed state instead of the assume caches' API objects.
+    `written` is the resourceVersion each write left (by volume name or claim key): an object the
+    state holds at an older version is the one before our write, so it is waited for, not read
+    as reset. A static volume fails when it is gone or its claimRef was dropped ("ClaimRef got
+    reset"), a provisioned claim when it is gone or its selected-node no longer names the node
+    (the provisioner gave up: "selectedNode annotation reset" when it has no annotation left,
+    else "provisioning failed"); either fails when its volume no longer admits the node. Bound
+    when every claim is (isPVCFullyBound)."""
+    if uid not in state.pods:
+        return BindingsChecked(pod_gone=True)
+    info = state.nodes.get(node)
+    if info is None or info.node is None:
+        return BindingsChecked(failure=f"failed to get node {go_quote(node)}: node {go_quote(node)} not found")
+    labels = info.node.meta.labels
+    waiting = False
+    for given in claims:
+        claim = state.claims.get(given.claim)
+        if given.volume:
+            volume = state.volumes.get(given.volume)
+            if volume is None or claim is None:
+                missing = (f"{_VOLUME_TYPE} {go_quote(given.volume)}" if volume is None
+                           else f"{_CLAIM_TYPE} {go_quote(given.claim)}")
+                return BindingsChecked(failure=f"failed to check binding: could not find {missing}")
+            if _older(volume.resource_version, written.get(given.volume, "")):
+                waiting = True
+                continue
+            if not volume.allows(labels):
+                return BindingsChecked(failure=_affinity(given.volume, node))
+            if volume.claim_ref is None or not volume.claim_ref[2]:  # dropped by the PV controller's unbindVolume
+                return BindingsChecked(failure=f"ClaimRef got reset for pv {go_quote(given.volume)}")
+            waiting = waiting or not claim.bound
+            continue
+        if claim is None:
+            return BindingsChecked(failure=f"failed to check provisioning pvc: could not find {_CLAIM_TYPE} "
+                                           f"{go_quote(given.claim)}")
+        if _older(claim.meta.resource_version, written.get(given.claim, "")):
+            waiting = True
+            continue
+        if not claim.meta.annotations:
+            return BindingsChecked(failure=f"selectedNode annotation reset for PVC {go_quote(claim.meta.name)}")
+        if claim.selected_node != node:
+            return BindingsChecked(failure=f"provisioning failed for PVC {go_quote(claim.meta.name)}")
+        if claim.volume_name:
+            volume = state.volumes.get(claim.volume_name)
+            if volume is None:  # not seen yet (or deleted: the claim becomes unbound)
+                waiting = True
+                continue
+            if not volume.allows(labels):
+                return BindingsChecked(failure=_affinity(claim.volume_name, node))
+        waiting = waiting or not claim.bound
+    return BindingsChecked(bound=not waiting)
+
+
+def _older(held: str, written: str) -> bool:
+    """upstream's CompareResourceVersion(written, held) > 0: the state holds the object from
+    before our write (versions that do not parse compare equal)."""
+    return held.isdigit() and written.isdigit() and int(written) > int(held)
+
+
+def _affinity(volume: str, node: str) -> str:
+    """checkBindings' node affinity failure (CheckNodeAffinity's error)."""
+    return f"pv {go_quote(volume)} node affinity doesn't match node {go_quote(node)}: no matching NodeSelectorTerms"
 
 
 class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin):
     name = NAME
-    # upstream's PreBind is the shell's write before the Binding (scheduler/kube/volume_writes.py);
+    # upstream's PreBind is the shell's write before the Binding (scheduler/kube/volume_writes.py)
+    # and its wait for the claims to be bound (`check_bindings`, kube/binder.py);
     # its PreScore feeds a Score that runs behind an alpha gate (StorageCapacityScoring) only
     also_extends: ClassVar[frozenset[str]] = frozenset({"preBind", "preScore"})
 
