@@ -278,13 +278,14 @@ async def test_explain_and_what_if_say_what_of_a_pods_claims_is_checked(clean_cl
                                                                         kubectl: Kube, namespace: str,
                                                                         tmp_path: Path) -> None:
     """A new user's trial: a pod with a WaitForFirstConsumer claim was bound in silence (the claim
-    stays Pending, the pod ContainerCreating). VolumeBinding checks bound claims, not waiting ones:
-    explain and what-if say what is checked and what is not; what-if -f takes the app's bundle
-    whole (its StorageClass and claim join the dry run) and -f more than once."""
+    stayed Pending, the pod ContainerCreating). explain and what-if say what VolumeBinding checks and
+    what it does not; what-if -f takes the app's bundle whole (its StorageClass, a provisioner's so
+    that the claim can be provisioned on the node, and its claim join the dry run) and -f more than
+    once."""
     storage_class = f"wffc-{namespace}"
     await kubectl.create("/apis/storage.k8s.io/v1/storageclasses", {
         "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": storage_class},
-        "provisioner": "kubernetes.io/no-provisioner", "volumeBindingMode": "WaitForFirstConsumer"})
+        "provisioner": "example.com/fake", "volumeBindingMode": "WaitForFirstConsumer"})
     try:
         await kubectl.create(f"/api/v1/namespaces/{namespace}/persistentvolumeclaims", {
             "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data", "namespace": namespace},
@@ -297,13 +298,13 @@ async def test_explain_and_what_if_say_what_of_a_pods_claims_is_checked(clean_cl
         out = await _ok(clean_cluster, "explain", "pvc-pod", "-n", namespace)
         volumes = next(line for line in out.splitlines() if line.startswith("Volumes:"))
         assert ("claim data: Tessera checks that the claims exist and are bound and that a bound volume's node "
-                "affinity allows the node (VolumeBinding), but a claim of a WaitForFirstConsumer StorageClass is "
-                "never given a node") in volumes, out
+                "affinity allows the node (VolumeBinding), and gives a claim of a WaitForFirstConsumer StorageClass a "
+                "free volume on the node or has it provisioned there") in volumes, out
         assert "docs/not-supported.md (Volumes)" in volumes
 
         bundle, probe = tmp_path / "bundle.yaml", tmp_path / "probe.yaml"
         bundle.write_text(f"apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {{name: {storage_class}}}\n"
-                          "provisioner: kubernetes.io/no-provisioner\nvolumeBindingMode: WaitForFirstConsumer\n---\n"
+                          "provisioner: example.com/fake\nvolumeBindingMode: WaitForFirstConsumer\n---\n"
                           "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: more}\n"
                           "spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}\n")
         probe.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: probe}\nspec:\n  schedulerName: tessera\n"

@@ -69,7 +69,8 @@ async def test_what_if_places_the_pods_of_workloads_without_creating_them(
                                        "-n", namespace)
         assert (status, err) == (2, f"error: {file}: object 1 is a DaemonSet: what-if -f takes Pods, Deployments, "
                                     "ReplicaSets, StatefulSets, Jobs, Kubeflow training jobs (kubeflow.org/v1 PyTorchJob, TFJob, "
-                                    "XGBoostJob, PaddleJob, JAXJob), Lists of them and PodGroups\n")
+                                    "XGBoostJob, PaddleJob, JAXJob), Nodes and tessera.dev ExtendedResources (capacity added), "
+                                    "Lists of them and PodGroups\n")
 
         # nothing was created
         for path in (f"/api/v1/namespaces/{namespace}/pods", f"/apis/apps/v1/namespaces/{namespace}/statefulsets",
