@@ -136,6 +136,10 @@ class ClaimBinding:
 
     claim: str  # namespace/name
     volume: str
+    # the resourceVersion of the volume (of the claim, to be provisioned) as the decision read it:
+    # what the write is conditional on (upstream's bindAPIUpdate updates the copy AssumePodVolumes
+    # assumed), so that one changed since — a Binding the allocation gate held — is refused, 409
+    version: str
 
 
 def _storage(value: object, where: str) -> Fraction:

@@ -441,7 +441,8 @@ class SchedulerLoop:
         It also carries the term's fence token (`tessera.dev/term`), so the first pod a new
         leader binds tells a deposed one that still thinks it leads (its clock ran slow) to stop,
         even when no pod was pending at the takeover for the fence to mark. Its claims' volume
-        writes (`volume_writes.planned`) go first, conditional on the versions the core holds now."""
+        writes (`volume_writes.planned`) go first, conditional on the versions its decision read (not
+        these), and refused outright when the watch shows a volume or claim taken since."""
         pod = attempt.pod
         assert attempt.node is not None
         current = current if (current := self.core.state.pods.get(pod.uid)) is not None else pod

@@ -138,7 +138,7 @@ def test_an_unbound_local_claim_goes_where_a_free_local_volume_is() -> None:
     run.add(*nodes("a", "b", "c"), storage_class("local", WFFC), volume("nvme-b", "b", storage_class="local"),
             claim("data", storage_class="local"), claimer("train", "data"))
     assert run.node_of("train") == "b"
-    assert run.last("train").claims == (ClaimBinding("default/data", "nvme-b"),)
+    assert run.last("train").claims == (ClaimBinding("default/data", "nvme-b", "1"),)
 
 
 def test_without_a_volume_nor_a_provisioner_it_is_upstreams_bind_conflict() -> None:
@@ -175,7 +175,7 @@ def test_a_placement_given_up_frees_its_volume() -> None:
     run.add(*nodes("a"), storage_class("local", WFFC), volume("nvme-a", "a", storage_class="local"),
             claim("one", storage_class="local"), claimer("first", "one"))
     first = run.state.pod_by_key("default/first")
-    assert run.state.claim_bindings == {first.uid: (ClaimBinding("default/one", "nvme-a"),)}
+    assert run.state.claim_bindings == {first.uid: (ClaimBinding("default/one", "nvme-a", "1"),)}
     run.feed(b.event("DELETED", run.replay.pods[first.uid]))
     assert run.state.volumes_given == {} and run.state.claim_bindings == {}
 
@@ -190,7 +190,7 @@ def test_the_smallest_fitting_volume_of_the_claims_class_and_modes() -> None:
             volume("block", "a", size="1Gi", storage_class="local", volumeMode="Block"),
             volume("rox", "a", size="1Gi", storage_class="local", accessModes=["ReadOnlyMany"]),
             claim("data", storage_class="local"), claimer("train", "data"))
-    assert run.last("train").claims == (ClaimBinding("default/data", "fit"),)
+    assert run.last("train").claims == (ClaimBinding("default/data", "fit", "1"),)
 
 
 def test_a_pods_two_claims_never_share_a_volume() -> None:
@@ -209,7 +209,7 @@ def test_a_provisioner_class_provisions_where_its_topology_allows() -> None:
     run.add(*nodes("a", "b", zone=True), storage_class("ebs", WFFC, "example.com/fake", allowedTopologies=topology),
             claim("data", storage_class="ebs"), claimer("train", "data"))
     assert run.node_of("train") == "b"
-    assert run.last("train").claims == (ClaimBinding("default/data", ""),)
+    assert run.last("train").claims == (ClaimBinding("default/data", "", "1"),)
     assert f"1 {BIND_CONFLICT}" not in run.last("train").message
 
 
@@ -219,7 +219,7 @@ def test_a_claim_selected_for_a_node_goes_there_only() -> None:
             claim("data", storage_class="ebs", annotations={"volume.kubernetes.io/selected-node": "b"}),
             claimer("train", "data"))
     assert run.node_of("train") == "b"
-    assert run.last("train").claims == (ClaimBinding("default/data", ""),)
+    assert run.last("train").claims == (ClaimBinding("default/data", "", "1"),)
 
 
 def test_a_freed_volume_wakes_the_waiting_pod() -> None:
@@ -307,4 +307,4 @@ def test_a_volume_pinned_by_one_term_only_is_found_by_its_other_term() -> None:
     run = Run()
     run.add(*nodes("b", zone=True), storage_class("local", WFFC), either, claim("data", storage_class="local"),
             claimer("train", "data"))
-    assert run.last("train").claims == (ClaimBinding("default/data", "either"),)
+    assert run.last("train").claims == (ClaimBinding("default/data", "either", "1"),)

@@ -28,7 +28,7 @@ from tests.unit.test_volume_writes import PVC, _serve, _state_with
 SELECTED = "volume.kubernetes.io/selected-node"
 PROVISIONER = "volume.kubernetes.io/storage-provisioner"
 BINDING = "/api/v1/namespaces/default/pods/train/binding"
-PROVISIONED = (ClaimBinding("default/data", ""),)
+PROVISIONED = (ClaimBinding("default/data", "", "1"),)
 
 
 def _claim(version: str, **annotations: str) -> dict[str, Any]:
@@ -65,11 +65,11 @@ def test_check_bindings_fails_a_static_volume_whose_claim_ref_was_reset_or_that_
     run = _state_with(volume("nvme-a", "a", storage_class="local"), claim("data", storage_class="local"),
                       claimer("train", "data"))
     uid = run.state.pod_by_key("default/train").uid
-    given = (ClaimBinding("default/data", "nvme-a"),)
+    given = (ClaimBinding("default/data", "nvme-a", "1"),)
     assert check_bindings(run.state, uid, given, "a", {"nvme-a": "1"}).failure == \
         'ClaimRef got reset for pv "nvme-a"'
     assert check_bindings(run.state, uid, given, "a", {"nvme-a": "2"}) == BindingsChecked()  # before our write
-    assert check_bindings(run.state, uid, (ClaimBinding("default/data", "gone"),), "a", {}).failure == \
+    assert check_bindings(run.state, uid, (ClaimBinding("default/data", "gone", "1"),), "a", {}).failure == \
         'failed to check binding: could not find v1.PersistentVolume "gone"'
 
 

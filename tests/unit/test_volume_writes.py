@@ -7,17 +7,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 import orjson
 
 from scheduler.api.config import load_config
+from scheduler.core import annotations as ann
 from scheduler.core.volumes import ClaimBinding
-from scheduler.kube.binder import BindResult, Outcome
+from scheduler.kube.binder import Binding, BindResult, Outcome
 from scheduler.kube.http import MERGE_PATCH, KubeHttp, Response
 from scheduler.kube.loop import SchedulerLoop
 from scheduler.kube.volume_writes import VolumeWrite, planned
+from scheduler.sim import builders as b
 from tests.fakeapi import Call, FakeApi
 from tests.helpers import Run
+from tests.replay.test_allocation_gate import HEARTBEAT
 from tests.replay.test_volume_binding import claim, claimer, nodes, storage_class, volume
 from tests.unit.test_binder import _bind, _binding, _setup
 
@@ -35,7 +39,7 @@ def test_a_static_volume_gets_the_claims_reference_conditional_on_its_version() 
     """GetBindVolumeToClaim: claimRef as reference.GetReference of the claim, and the annotation
     saying the controller bound it (the volume named no claim)."""
     run = _state_with(volume("nvme-a", "a", storage_class="local"), claim("data", storage_class="local"))
-    (write,) = planned(run.state, (ClaimBinding("default/data", "nvme-a"),), "a")
+    (write,) = planned(run.state, (ClaimBinding("default/data", "nvme-a", "1"),), "a")
     assert write == VolumeWrite(PV, {
         "metadata": {"resourceVersion": "1", "annotations": {"pv.kubernetes.io/bound-by-controller": "yes"}},
         "spec": {"claimRef": {"kind": "PersistentVolumeClaim", "apiVersion": "v1", "namespace": "default",
@@ -47,8 +51,8 @@ def test_a_volume_already_naming_the_claim_needs_nothing_or_only_its_uid() -> No
     ref = {"namespace": "default", "name": "data"}
     run = _state_with(volume("nvme-a", "a", storage_class="local", claimRef={**ref, "uid": "uid-default-data"}),
                       volume("pre", "a", storage_class="local", claimRef=ref), claim("data", storage_class="local"))
-    assert planned(run.state, (ClaimBinding("default/data", "nvme-a"),), "a") == ()
-    (write,) = planned(run.state, (ClaimBinding("default/data", "pre"),), "a")
+    assert planned(run.state, (ClaimBinding("default/data", "nvme-a", "1"),), "a") == ()
+    (write,) = planned(run.state, (ClaimBinding("default/data", "pre", "1"),), "a")
     assert "annotations" not in write.body["metadata"]  # pre-bound by its user: not the controller's
     assert write.body["spec"]["claimRef"]["uid"] == "uid-default-data"
 
@@ -56,7 +60,7 @@ def test_a_volume_already_naming_the_claim_needs_nothing_or_only_its_uid() -> No
 def test_a_provisioned_claim_gets_the_node_unless_it_has_it() -> None:
     run = _state_with(claim("data", storage_class="local"),
                       claim("done", storage_class="local", annotations={"volume.kubernetes.io/selected-node": "a"}))
-    assert planned(run.state, (ClaimBinding("default/data", ""), ClaimBinding("default/done", "")), "a") == (
+    assert planned(run.state, (ClaimBinding("default/data", "", "1"), ClaimBinding("default/done", "", "1")), "a") == (
         VolumeWrite(PVC, {"metadata": {"resourceVersion": "1",
                                        "annotations": {"volume.kubernetes.io/selected-node": "a"}}},
                     'persistentvolumeclaims "data"', "default/data"),)
@@ -64,8 +68,101 @@ def test_a_provisioned_claim_gets_the_node_unless_it_has_it() -> None:
 
 def test_an_object_gone_since_the_decision_fails_without_a_request() -> None:
     run = _state_with(claim("data", storage_class="local"))
-    (write,) = planned(run.state, (ClaimBinding("default/data", "nvme-a"),), "a")
-    assert write.body == {}
+    (write,) = planned(run.state, (ClaimBinding("default/data", "nvme-a", "1"),), "a")
+    assert write == VolumeWrite(PV, {}, 'persistentvolumes "nvme-a"', "nvme-a",
+                                refused='persistentvolumes "nvme-a" not found')
+
+
+def _loop(*objects: dict[str, Any], config: str | None = None) -> SchedulerLoop:
+    api = FakeApi()
+    loop = SchedulerLoop(load_config(config), KubeHttp(api), KubeHttp(api), identity="test")  # type: ignore[arg-type]
+    for obj in objects:
+        loop._on_event("ADDED", obj)
+    return loop
+
+
+def _at(obj: dict[str, Any], version: str) -> dict[str, Any]:
+    obj["metadata"]["resourceVersion"] = version
+    return obj
+
+
+CONFLICT = ("Operation cannot be fulfilled on {}: the object has been modified; please apply your changes to the "
+            "latest version and try again")
+
+
+async def test_a_volume_given_to_another_claim_after_the_decision_is_refused_without_a_request() -> None:
+    """upstream's bindAPIUpdate updates the volume as assumed at the decision: the write is
+    conditional on the version decided on, not on a later one the watch brought (the allocation
+    gate held the Binding meanwhile), and a volume the watch shows naming another claim is refused
+    at once with the apiserver's 409 words (the pod is decided again): never taken from that claim."""
+    loop = _loop(*nodes("a"), storage_class("local", "WaitForFirstConsumer"), volume("nvme-a", "a", storage_class="local"),
+                 claim("data", storage_class="local"), claim("other", storage_class="local"), claimer("train", "data"))
+    [attempt] = loop.core.schedule_next(0.0) or []
+    assert attempt.claims == (ClaimBinding("default/data", "nvme-a", "1"),)
+    relabelled = _at(volume("nvme-a", "a", storage_class="local"), "2")
+    relabelled["metadata"]["labels"] = {"edited": "yes"}
+    loop._on_event("MODIFIED", relabelled)
+    (write,) = loop._binding(attempt).volume_writes
+    assert write.body["metadata"]["resourceVersion"] == "1"  # the apiserver refuses it: 409
+    loop._on_event("MODIFIED", _at(volume("nvme-a", "a", storage_class="local", claimRef={
+        "namespace": "default", "name": "other", "uid": "uid-default-other"}), "3"))
+    (write,) = loop._binding(attempt).volume_writes
+    assert write == VolumeWrite(PV, {}, 'persistentvolumes "nvme-a"', "nvme-a",
+                                refused=CONFLICT.format('persistentvolumes "nvme-a"'))
+    api, binder, results, _ = _setup()
+    await _bind(binder, replace(_binding(), volume_writes=(write,)))
+    assert results[0].outcome is Outcome.RETRY and results[0].refusal == (
+        'running PreBind plugin "VolumeBinding": ' + CONFLICT.format('persistentvolumes "nvme-a"'))
+    assert not api.calls
+
+
+def test_a_claim_selected_for_another_node_after_the_decision_is_refused() -> None:
+    """The provisioning twin: the selected-node write is conditional on the claim as decided on,
+    and a claim the watch shows selected for another node (another scheduler) is not moved back."""
+    loop = _loop(*nodes("a", "b"), storage_class("csi", "WaitForFirstConsumer", provisioner="csi.example.com"),
+                 claim("data", storage_class="csi"), claimer("train", "data"))
+    [attempt] = loop.core.schedule_next(0.0) or []
+    assert attempt.claims == (ClaimBinding("default/data", "", "1"),) and attempt.node is not None
+    other = "b" if attempt.node == "a" else "a"
+    loop._on_event("MODIFIED", _at(claim("data", storage_class="csi", annotations={"edited": "yes"}), "2"))
+    (write,) = loop._binding(attempt).volume_writes
+    assert write.body["metadata"]["resourceVersion"] == "1"
+    loop._on_event("MODIFIED", _at(claim("data", storage_class="csi", annotations={
+        "volume.kubernetes.io/selected-node": other}), "3"))
+    (write,) = loop._binding(attempt).volume_writes
+    assert write == VolumeWrite(PVC, {}, 'persistentvolumeclaims "data"', "default/data",
+                                refused=CONFLICT.format('persistentvolumeclaims "data"'))
+
+
+def test_a_binding_the_allocation_gate_held_does_not_take_a_volume_given_meanwhile() -> None:
+    """End to end in the core and loop: p1 (a GPU and claim "data") is placed on n with nvme-n
+    while p0 holds n's allocation gate; meanwhile another scheduler binds nvme-n to claim
+    "theirs"; when the gate lets p1 go, its Binding's write is refused, not sent."""
+    node = b.node("n", gpus=4)
+    node["metadata"]["labels"]["kubernetes.io/hostname"] = "n"
+    p0 = b.pod("p0", limits={"class.tessera.dev/v100": 1})
+    p1 = b.pod("p1", limits={"class.tessera.dev/v100": 1},
+               spec_extra={"volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": "data"}}]})
+    loop = _loop(node, *(b.device("n", i, heartbeat=HEARTBEAT) for i in range(4)),
+                 b.resource_class("v100", match_labels={"model": "V100"}), storage_class("local", "WaitForFirstConsumer"),
+                 volume("nvme-n", "n", storage_class="local"), claim("data", storage_class="local"),
+                 claim("theirs", storage_class="local"), p0, p1, config="config/binpack.yaml")
+    placed = [a for _ in range(4) for a in (loop.core.schedule_next(0.0) or [])]
+    held = next(a for a in placed if a.pod.meta.name == "p1")
+    assert held.node == "n" and held.deferred and held.claims == (ClaimBinding("default/data", "nvme-n", "1"),)
+    loop._on_event("MODIFIED", _at(volume("nvme-n", "n", storage_class="local", claimRef={
+        "namespace": "default", "name": "theirs", "uid": "uid-default-theirs"}), "2"))
+    first = next(a for a in placed if a.pod.meta.name == "p0")
+    bound = {**p0, "metadata": {**p0["metadata"], "resourceVersion": "5",
+                                "annotations": {**p0["metadata"].get("annotations", {}), **first.annotations,
+                                                ann.PHASE: ann.PHASE_ALLOCATED}},
+             "spec": {**p0["spec"], "nodeName": "n"}}
+    sent: list[Binding] = []
+    loop.binder.submit = sent.append  # type: ignore[method-assign, assignment]
+    loop._on_event("MODIFIED", bound)  # the gate opens: the loop sends p1's Binding
+    assert [s.name for s in sent] == ["p1"]
+    (write,) = sent[0].volume_writes
+    assert write.refused == CONFLICT.format('persistentvolumes "nvme-n"') and not write.body
 
 
 def _serve(version: str) -> Callable[[Call], Response | None]:

@@ -325,12 +325,12 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin):
                 to_provision.append(claim)
                 continue
             chosen.add(volume.name)
-            bindings.append(ClaimBinding(claim.key, volume.name))
+            bindings.append(ClaimBinding(claim.key, volume.name, volume.resource_version))
         for claim in to_provision:  # checkVolumeProvisions
             cls = state.storage_classes.get(claim.storage_class)
             if cls is None or not cls.provisions_on(labels):
                 return (), False
-            bindings.append(ClaimBinding(claim.key, ""))
+            bindings.append(ClaimBinding(claim.key, "", claim.meta.resource_version))
         return tuple(bindings), True
 
     def _index_of(self, storage_class: str) -> _ClassVolumes:
