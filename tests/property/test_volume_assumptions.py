@@ -1,9 +1,9 @@
 """Property: a local volume is never given to two claims (upstream's AssumePodVolumes).
 
 Random nodes, each with zero to two local volumes of a WaitForFirstConsumer class without a
-provisioner; random pods, each naming a claim of its own (some two), gangs of two among them;
-volumes that come later, the watch showing a given volume bound, and placed pods deleted, in
-random order. Whatever the order, no volume is given to two claims, a pod's claims get volumes
+provisioner; random pods, each naming a claim of its own (some two, some sharing one with an
+earlier pod), gangs of two among them; volumes that come later, the watch showing a given volume
+bound, and placed pods deleted, in random order. Whatever the order, no volume is given to two claims, a pod's claims get volumes
 of its own node only, and every pod placed got a volume for each of its claims."""
 
 from __future__ import annotations
@@ -25,9 +25,11 @@ CLASS = "local"
 def scenarios(draw: st.DrawFn) -> tuple[list[str], list[tuple[str, str]], list[dict[str, Any]], list[tuple[str, int]]]:
     node_names = [f"n{i}" for i in range(draw(st.integers(1, 3)))]
     volumes = [(f"pv-{node}-{j}", node) for node in node_names for j in range(draw(st.integers(0, 2)))]
-    pods = []
+    pods: list[dict[str, Any]] = []
     for i in range(draw(st.integers(1, 6))):
         claims = [f"c{i}-{j}" for j in range(draw(st.integers(1, 2)))]
+        if i and draw(st.booleans()):  # shares its first claim with an earlier pod
+            claims[0] = pods[draw(st.integers(0, i - 1))]["claims"][0]
         gang = draw(st.sampled_from(["", "", "g"]))
         pods.append({"name": f"p{i}", "claims": claims, "gang": gang})
     steps = draw(st.lists(st.tuples(st.sampled_from(["volume", "bound", "delete"]), st.integers(0, 20)),
@@ -46,10 +48,12 @@ def test_no_volume_is_given_twice(scenario: tuple[list[str], list[tuple[str, str
             *(volume(name, node, storage_class=CLASS) for name, node in volumes[:len(volumes) // 2]))
     if any(pod["gang"] for pod in pods):
         run.add(b.podgroup("g", 2))
+    made: set[str] = set()
     for pod in pods:
         labels = {"scheduling.x-k8s.io/pod-group": pod["gang"]} if pod["gang"] else None
-        run.add(*(claim(name, storage_class=CLASS) for name in pod["claims"]),
+        run.add(*(claim(name, storage_class=CLASS) for name in pod["claims"] if name not in made),
                 claimer(pod["name"], *pod["claims"], labels=labels))
+        made.update(pod["claims"])
     node_of_volume = dict(volumes)
     for kind, pick in steps:
         if kind == "volume" and later:

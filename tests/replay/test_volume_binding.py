@@ -180,6 +180,26 @@ def test_a_placement_given_up_frees_its_volume() -> None:
     assert run.state.volumes_given == {} and run.state.claim_bindings == {}
 
 
+def test_a_shared_claims_volume_stays_held_while_another_of_its_pods_holds_it() -> None:
+    """Two pods share claim "one", both given nvme-a (upstream's assumed PV cache holds it for the
+    claim, not the pod); the first deleted, the second still relies on it: a third pod's claim
+    "two" must not get it. The same for a claim to be provisioned: the node stays its own."""
+    run = Run()
+    run.add(*nodes("a", "b"), storage_class("local", WFFC), volume("nvme-a", "a", storage_class="local"),
+            storage_class("csi", WFFC, provisioner="csi.example.com"), claim("data", storage_class="csi"),
+            claim("one", storage_class="local"), claim("two", storage_class="local"),
+            claimer("p1", "one", "data"), claimer("p2", "one", "data"))
+    assert run.node_of("p1") == run.node_of("p2") == "a"
+    assert run.last("p1").claims == run.last("p2").claims
+    run.feed(b.event("DELETED", run.replay.pods[run.state.pod_by_key("default/p1").uid]))
+    assert run.state.volumes_given == {"nvme-a": "default/one"}
+    assert run.state.claims_provisioned == {"default/data": "a"}
+    run.add(claimer("p3", "two"))
+    assert run.node_of("p3") is None, run.last("p3").claims
+    run.feed(b.event("DELETED", run.replay.pods[run.state.pod_by_key("default/p2").uid]))
+    assert run.state.volumes_given == {} and run.state.claims_provisioned == {}
+
+
 def test_the_smallest_fitting_volume_of_the_claims_class_and_modes() -> None:
     run = Run()
     run.add(*nodes("a"), storage_class("local", WFFC),

@@ -873,12 +873,21 @@ class ClusterState:
 
     def _drop_claim_bindings(self, uid: str) -> None:
         """The pod's placement is given up: what its claims were given is free again (what the
-        watch already shows done was dropped then; another pod's later entry is not this one's)."""
+        watch already shows done was dropped then; another pod's later entry is not this one's),
+        unless another pod sharing the claim was given the same and still holds it (upstream's
+        assumed cache is per claim, not per pod). Only an entry the watch has not shown done yet
+        is looked for in the others' bindings, which keeps that scan rare."""
         for binding in self.claim_bindings.pop(uid, ()):
-            if binding.volume and self.volumes_given.get(binding.volume) == binding.claim:
-                del self.volumes_given[binding.volume]
-            elif not binding.volume:
-                self.claims_provisioned.pop(binding.claim, None)
+            if binding.volume:
+                live = self.volumes_given.get(binding.volume) == binding.claim
+            else:
+                live = binding.claim in self.claims_provisioned
+            if live and not any((other.claim, other.volume) == (binding.claim, binding.volume)
+                                for held in self.claim_bindings.values() for other in held):
+                if binding.volume:
+                    del self.volumes_given[binding.volume]
+                else:
+                    del self.claims_provisioned[binding.claim]
 
     def forget(self, uid: str) -> list[ClusterEvent]:
         """Undo an assumption (failed Binding or discarded gang transaction): what that frees."""
