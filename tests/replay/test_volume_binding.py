@@ -8,8 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 from scheduler.core.volumes import CLAIM_KIND, STORAGE_CLASS_KIND, VOLUME_KIND, ClaimBinding
+from scheduler.core.scheduler import Scheduler
 from scheduler.sim import builders as b
-from tests.helpers import Run
+from tests.helpers import Run, config
 
 HOSTNAME = "kubernetes.io/hostname"
 
@@ -198,6 +199,23 @@ def test_a_shared_claims_volume_stays_held_while_another_of_its_pods_holds_it() 
     assert run.node_of("p3") is None, run.last("p3").claims
     run.feed(b.event("DELETED", run.replay.pods[run.state.pod_by_key("default/p2").uid]))
     assert run.state.volumes_given == {} and run.state.claims_provisioned == {}
+
+
+def test_a_pod_bound_elsewhere_by_another_frees_what_it_was_given() -> None:
+    """p1 is assumed on a with nvme-a; before our Binding goes (held at the allocation gate, say)
+    the watch shows it bound to b by someone else: nvme-a is free for claim "two" at once, not held
+    until p1 is deleted."""
+    scheduler = Scheduler(config())
+    p1 = claimer("p1", "one")
+    for obj in (*nodes("a", "b"), storage_class("local", WFFC), volume("nvme-a", "a", storage_class="local"),
+                claim("one", storage_class="local"), claim("two", storage_class="local"), p1):
+        scheduler.apply("ADDED", obj, 0.0)
+    [first] = scheduler.schedule_next(0.0) or []
+    assert first.node == "a" and scheduler.state.volumes_given == {"nvme-a": "default/one"}
+    bound = {**p1, "metadata": {**p1["metadata"], "resourceVersion": "9"}, "spec": {**p1["spec"], "nodeName": "b"}}
+    scheduler.apply("MODIFIED", bound, 0.0)
+    assert scheduler.state.node_of(first.pod.uid) == "b"
+    assert scheduler.state.volumes_given == {} and scheduler.state.claim_bindings == {}
 
 
 def test_the_smallest_fitting_volume_of_the_claims_class_and_modes() -> None:

@@ -607,6 +607,10 @@ class ClusterState:
                 # Swap the old charge for the new one without letting go of a deleted device in
                 # between: the pod may hold it under both (our assumption, then its Binding).
                 swapped = self._unplace(uid, drop_ghosts=False) if placement is not None else []
+                if placement is not None and placement.assumed and placement.node != pod.node_name:
+                    # bound elsewhere by another (ours held, or lost): what our decision gave its
+                    # claims on our node is not its, and is free again
+                    self._drop_claim_bindings(uid)
                 if old is None and placement is None:  # first seen bound: given before we saw it
                     self.ledger.found.add(uid)
                 notices += self._place(pod, pod.node_name, pod.devices, assumed=False, kept=kept)
