@@ -224,8 +224,9 @@ def parse_storage_class(obj: JSON) -> StorageClass:
         where = f"{STORAGE_CLASS_KIND}.allowedTopologies[{i}].matchLabelExpressions"
         expressions = _list(_mapping(raw, f"{STORAGE_CLASS_KIND}.allowedTopologies[{i}]").get("matchLabelExpressions"),
                             where)
-        requirements = tuple(set_requirement(_str(_mapping(e, f"{where}[{j}]").get("key"), f"{where}[{j}].key"), "In",
-                                             e.get("values")) for j, e in enumerate(expressions))
+        read = [_mapping(e, f"{where}[{j}]") for j, e in enumerate(expressions)]  # null: Go's zero value
+        requirements = tuple(set_requirement(_str(e.get("key"), f"{where}[{j}].key"), "In", e.get("values"))
+                             for j, e in enumerate(read))
         terms.append(LabelSelector((), requirements, valid=bool(requirements)))
     return StorageClass(meta.name, mode == WAIT_FOR_FIRST_CONSUMER,
                         _str(obj.get("provisioner"), f"{STORAGE_CLASS_KIND}.provisioner"), tuple(terms))

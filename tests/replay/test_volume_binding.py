@@ -260,6 +260,18 @@ def test_a_claim_selected_for_a_node_goes_there_only() -> None:
     assert run.last("train").claims == (ClaimBinding("default/data", "", "1"),)
 
 
+def test_a_malformed_topology_expression_is_read_not_a_crash() -> None:
+    """allowedTopologies[].matchLabelExpressions: a null entry is Go's zero value (no key, no
+    values: it admits no node), anything else not an object is the StorageClass refused."""
+    run = Run()
+    run.add(*nodes("a"), storage_class("s", WFFC, provisioner="p", allowedTopologies=[{"matchLabelExpressions": [None]}]),
+            claim("data", storage_class="s"), claimer("train", "data"))
+    assert run.node_of("train") is None and not run.notices()
+    run.add(storage_class("t", WFFC, provisioner="p", allowedTopologies=[{"matchLabelExpressions": ["zone"]}]))
+    assert run.notices() == ['InvalidObject: StorageClass t: StorageClass.allowedTopologies[0].matchLabelExpressions'
+                             '[0]: expected an object, got str']
+
+
 def test_a_freed_volume_wakes_the_waiting_pod() -> None:
     run = Run()
     run.add(*nodes("a"), storage_class("local", WFFC), claim("data", storage_class="local"),
