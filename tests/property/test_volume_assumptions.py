@@ -81,3 +81,34 @@ def test_no_volume_is_given_twice(scenario: tuple[list[str], list[tuple[str, str
         for binding in claims:
             assert node_of_volume[binding.volume] == node
             assert given_to.setdefault(binding.volume, binding.claim) == binding.claim, (binding, given_to)
+
+
+@settings(max_examples=int(os.environ.get("TESSERA_HYPOTHESIS_EXAMPLES", "0") or 0) or 100, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.booleans(), st.integers(1, 4), st.booleans()), max_size=8),
+       st.integers(1, 4), st.lists(st.integers(0, 2), max_size=3))
+def test_a_claim_gets_the_smallest_fitting_volume_of_its_node(
+        drawn: list[tuple[int, bool, int, bool]], requested: int, taken: list[int]) -> None:
+    """FindMatchingVolume: of the volumes pinned by hostname or by zone (tried smallest first,
+    not all of them), the claim gets the smallest that fits and allows the node, a tie by name;
+    one naming another claim, or not Available, is never it."""
+    run = Run()
+    run.add(*nodes("n0", "n1", zone=True), storage_class(CLASS, "WaitForFirstConsumer"))
+    pvs = []
+    for i, (on, by_zone, size, available) in enumerate(drawn):
+        pv = volume(f"pv{i}", *([f"z-n{on % 2}"] if by_zone else [f"n{on % 2}"]), key="zone" if by_zone
+                    else "kubernetes.io/hostname", size=f"{size}Gi", storage_class=CLASS)
+        if not available:
+            pv["status"]["phase"] = "Released"
+        if i in taken:
+            pv["spec"]["claimRef"] = {"namespace": "default", "name": "other", "uid": "uid-default-other"}
+        pvs.append((pv, on % 2, size, available and i not in taken))
+    data = claim("data", storage_class=CLASS)
+    data["spec"]["resources"]["requests"]["storage"] = f"{requested}Gi"
+    run.add(*(pv for pv, *_ in pvs), data, claimer("train", "data"))
+    placed = run.node_of("train")
+    fitting = {n: sorted((size, pv["metadata"]["name"]) for pv, at, size, free in pvs if at == n and free
+                         and size >= requested) for n in (0, 1)}
+    if placed is None:
+        assert not fitting[0] and not fitting[1]
+        return
+    assert run.last("train").claims[0].volume == fitting[int(placed[1])][0][1]

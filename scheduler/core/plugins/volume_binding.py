@@ -42,8 +42,10 @@ PreFilter Skip): it costs such pods one tuple test, and its Reserve one more.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Hashable, Iterator, Mapping
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict
@@ -339,11 +341,13 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin):
         state = self.handle.state
         if self._index_version != state.volumes_version:
             self._index.clear()
-            for name in sorted(state.volumes):
-                volume = state.volumes[name]
+            for volume in sorted(state.volumes.values(), key=_smallest_first):
                 index = self._index.setdefault(volume.storage_class, _ClassVolumes())
                 if volume.claim_ref is not None:
                     index.claimed.setdefault(volume.claim_ref[:2], []).append(volume)
+                    continue
+                if not volume.available:
+                    continue
                 if volume.required is not None and volume.hostnames and all(
                         any(req.key == HOSTNAME and req.operator == "In" for req in term.expressions)
                         for term in volume.required):
@@ -357,8 +361,9 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin):
     def _matching_volume(self, claim: Claim, labels: Mapping[str, str], chosen: set[str]) -> Volume | None:
         """upstream's FindMatchingVolume on the scheduler's path (a node given): a volume already
         naming the claim (or given to it by an assumption) decides, whether the node suits it or
-        not; else the smallest available one of the claim's class that fits. Volumes are tried by
-        name, so that a tie goes the same way every time."""
+        not; else the smallest available one of the claim's class that fits: the first that does,
+        the candidates being tried smallest first (a tie by name, so that it goes the same way
+        every time)."""
         state = self.handle.state
         index = self._index_of(claim.storage_class)
         given = [state.volumes[name] for name, key in state.volumes_given.items()
@@ -369,16 +374,13 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin):
             if self._usable(volume, claim, chosen) and (volume.bound_to(claim) or volume in given):
                 return volume if volume.allows(labels) else None
         here = index.pinned.get(labels.get(HOSTNAME, ""), [])
-        smallest: Volume | None = None
-        for volume in sorted(here + index.others, key=lambda volume: volume.name) if here and index.others \
+        for volume in heapq.merge(here, index.others, key=_smallest_first) if here and index.others \
                 else here or index.others:
-            if (not self._usable(volume, claim, chosen) or volume.claim_ref is not None or not volume.available
-                    or (claim.selector is not None and not claim.selector.matches(volume.labels))
-                    or not volume.allows(labels) or not claim.access_modes <= volume.access_modes):
-                continue
-            if smallest is None or volume.capacity < smallest.capacity:
-                smallest = volume
-        return smallest
+            if (self._usable(volume, claim, chosen)
+                    and (claim.selector is None or claim.selector.matches(volume.labels))
+                    and volume.allows(labels) and claim.access_modes <= volume.access_modes):
+                return volume
+        return None
 
     def _usable(self, volume: Volume, claim: Claim, chosen: set[str]) -> bool:
         """FindMatchingVolume's first checks: not chosen for another claim of the pod, nor bound
@@ -393,12 +395,14 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin):
 
 @dataclass(slots=True)
 class _ClassVolumes:
-    """One class's volumes, each list by name: those whose claimRef names a claim (by its
-    namespace and name), and the rest split so that a node is searched for its own only: the
+    """One class's volumes, each list smallest first (`_smallest_first`): those whose claimRef
+    names a claim (by its namespace and name), and the Available ones naming none — the only
+    ones a claim may be matched to — split so that a node is searched for its own only: the
     local volumes whose every node affinity term names hostnames (`kubernetes.io/hostname In`),
     under each of those hostnames, and the others. A narrowing only (a cluster with a local
     volume per disk of every node is not searched whole for every node tried): whether a volume
-    allows the node is still asked of each."""
+    allows the node is still asked of each, until one fits (sorted once per rebuild, so that
+    zone-pinned volumes, all in `others`, are not all asked for every node and claim)."""
 
     claimed: dict[tuple[str, str], list[Volume]] = field(default_factory=dict)
     pinned: dict[str, list[Volume]] = field(default_factory=dict)
@@ -406,6 +410,11 @@ class _ClassVolumes:
 
 
 _NO_VOLUMES = _ClassVolumes()
+
+
+def _smallest_first(volume: Volume) -> tuple[Fraction, str]:
+    """FindMatchingVolume's choice among those that fit: the smallest, a tie by name."""
+    return volume.capacity, volume.name
 
 
 def _claim_keys(pod: Pod) -> Iterator[str]:
