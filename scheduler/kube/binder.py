@@ -321,6 +321,9 @@ class Binder:
                                pre_bind=True, detail=f"bindTimeoutSeconds {binding.bind_timeout:g} passed")
         if binding.bind_timeout <= 0:  # upstream's poll with its deadline already passed: not one look
             return timed_out
+        # the pod shows nothing of it (no Event, no condition) until it ends: the log says it began
+        log.info("binder.volumes_wait", pod=pod, node=binding.node, claims=[claim.claim for claim in binding.claims],
+                 timeout_seconds=binding.bind_timeout)
         with anyio.move_on_after(binding.bind_timeout):
             while True:
                 if self.term() != term or term is None:

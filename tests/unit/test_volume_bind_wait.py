@@ -10,6 +10,7 @@ from dataclasses import replace
 from typing import Any
 
 import anyio
+from structlog.testing import capture_logs
 import pytest
 
 from scheduler.api.config import load_config
@@ -138,6 +139,23 @@ async def test_the_binding_is_sent_once_the_watch_shows_the_claim_bound() -> Non
         await _until(lambda: results)
         group.cancel_scope.cancel()
     assert [r.outcome for r in results] == [Outcome.BOUND] and len(api.of("POST", BINDING)) == 1
+
+
+async def test_the_wait_is_logged_when_it_begins_with_its_claims_node_and_timeout() -> None:
+    """A user's trial: a pod waiting for its volumes (up to bindTimeoutSeconds, 600 s by default)
+    left no log line, Event or condition until the wait ended; the only trace was a goroutines
+    gauge. The wait's start is logged, naming what it waits for and how long it may."""
+    api, loop, results = _loop()
+    binding = loop._binding(_decided(loop))
+    with capture_logs() as logs:
+        async with anyio.create_task_group() as group:
+            await group.start(loop.binder.run)
+            loop.binder.submit(binding)
+            await _until(lambda: any(entry["event"] == "binder.volumes_wait" for entry in logs))
+            group.cancel_scope.cancel()
+    [entry] = [entry for entry in logs if entry["event"] == "binder.volumes_wait"]
+    assert (entry["pod"], entry["node"], entry["claims"], entry["timeout_seconds"]) == (
+        "default/train", "a", ["default/data"], 600)
 
 
 async def test_a_claim_the_provisioner_gave_up_on_decides_the_pod_again() -> None:
