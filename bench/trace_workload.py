@@ -123,17 +123,24 @@ def _rows(path: Path, required: Sequence[str]) -> Iterable[tuple[str, dict[str, 
             yield where, row
 
 
+def _unique_name(row: dict[str, str], column: str, kind: str, where: str, lines: dict[str, str]) -> str:
+    """The row's name in `column`, refused when empty or already on an earlier line (`lines`: name
+    -> its line, filled here): the core keys objects by name, so a repeat is silently one object."""
+    name = (row[column] or "").strip()
+    if not name:
+        raise TraceError(f"{where}: column {column}: empty {kind} name")
+    if name in lines:
+        raise TraceError(f"{where}: column {column}: {name} is already on line {lines[name]}; {kind} names must be unique")
+    lines[name] = where.rsplit(":", 1)[1]
+    return name
+
+
 def read_nodes(path: Path) -> list[TraceNode]:
     """GPU nodes in name order (the order the FGD simulator adds them, see bench/README.md)."""
     nodes = []
-    lines: dict[str, str] = {}  # name -> its line: a second row of a name is one Node to the core, two to the GPU total
+    lines: dict[str, str] = {}  # a second row of a name is one Node to the core, two to the GPU total
     for where, row in _rows(path, NODE_COLUMNS):
-        name = (row["sn"] or "").strip()
-        if not name:
-            raise TraceError(f"{where}: column sn: empty node name")
-        if name in lines:
-            raise TraceError(f"{where}: column sn: {name} is already on line {lines[name]}; node names must be unique")
-        lines[name] = where.rsplit(":", 1)[1]
+        name = _unique_name(row, "sn", "node", where, lines)
         nodes.append(TraceNode(name, _int(row, "cpu_milli", where), _int(row, "memory_mib", where),
                                _int(row, "gpu", where), (row["model"] or "").strip()))
     return sorted(nodes, key=lambda n: n.name)
@@ -197,14 +204,9 @@ def read_pods(path: Path) -> list[TracePod]:
     """Trace pods in name order. gpu_milli above 1000 is refused, not clamped as FGD's
     pod_csv_to_yaml.py does: the trace's README defines it per GPU, 1000 for a whole one."""
     pods = []
-    lines: dict[str, str] = {}  # name -> its line: a second row of a name is one pod to the core, two to the ledger
+    lines: dict[str, str] = {}  # a second row of a name is one pod to the core, two to the ledger
     for where, row in _rows(path, POD_COLUMNS[:-1]):  # gpu_spec may be left out: any model
-        name = (row["name"] or "").strip()
-        if not name:
-            raise TraceError(f"{where}: column name: empty pod name")
-        if name in lines:
-            raise TraceError(f"{where}: column name: {name} is already on line {lines[name]}; pod names must be unique")
-        lines[name] = where.rsplit(":", 1)[1]
+        name = _unique_name(row, "name", "pod", where, lines)
         num_gpu, gpu_milli = _int(row, "num_gpu", where), _int(row, "gpu_milli", where)
         if gpu_milli > MILLI:
             raise TraceError(f"{where}: column gpu_milli: {gpu_milli} is above {MILLI} (thousandths of one GPU: "

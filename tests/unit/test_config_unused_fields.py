@@ -8,12 +8,9 @@ sets, and `/configz` shows `parallelism` as kube-scheduler's echoes it. Each tes
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-import structlog
 import yaml
 
 from scheduler import cli
@@ -46,21 +43,7 @@ def test_configz_echoes_parallelism_and_the_digest_ignores_the_unused_list() -> 
     assert config_digest(parse_config(trimmed, "t.yaml")) == config_digest(config)
 
 
-@pytest.fixture
-def _started(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """`tessera run`'s start-up after the checks, without connecting."""
-    from scheduler.kube import run_cli
-
-    async def main(args: Any, config: Any, tls: Any) -> int:
-        return 0
-
-    monkeypatch.setattr(run_cli, "_main", main)
-    monkeypatch.setenv("TESSERA_LOG_FORMAT", "json")
-    yield
-    structlog.reset_defaults()
-
-
-def test_run_logs_one_line_naming_them(tmp_path: Path, _started: None, capsys: pytest.CaptureFixture[str]) -> None:
+def test_run_logs_one_line_naming_them(tmp_path: Path, run_offline: None, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(TRIAL, sort_keys=False))
     assert cli.main(["run", "--config", str(path)]) == 0

@@ -9,12 +9,10 @@ lost the built-in GPU packing without a word (`make demo` then split its 4-GPU j
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import structlog
 import yaml
 
 from scheduler import cli
@@ -122,21 +120,7 @@ def test_simulate_says_it_on_stderr(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert capsys.readouterr().err.splitlines() == [f"tessera: warning: {path}: {_notice('tessera')}"]
 
 
-@pytest.fixture
-def _started(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """`tessera run`'s start-up after the checks, without connecting."""
-    from scheduler.kube import run_cli
-
-    async def main(args: Any, config: Any, tls: Any) -> int:
-        return 0
-
-    monkeypatch.setattr(run_cli, "_main", main)
-    monkeypatch.setenv("TESSERA_LOG_FORMAT", "json")
-    yield
-    structlog.reset_defaults()
-
-
-@pytest.mark.usefixtures("_started")
+@pytest.mark.usefixtures("run_offline")
 def test_run_logs_it_once_per_profile(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = _file(tmp_path)
     assert cli.main(["run", "--config", path]) == 0
