@@ -445,8 +445,8 @@ async def _what_if(args: argparse.Namespace, target: Target) -> int:
     now = time.time()
     if args.rename and not args.filename:
         raise CommandError("--rename renames the objects of -f FILE: give the file", 2)
-    probes, owners = _probes(args.filename, target.namespace, args.namespace, now, args.rename) \
-        if args.filename else ([], [])
+    probes, owners, made = _probes(args.filename, target.namespace, args.namespace, now, args.rename) \
+        if args.filename else ([], [], [])
     added = [probe for probe in probes if probe_pods.adds_capacity(probe)]
     probes = [probe for probe in probes if not probe_pods.adds_capacity(probe)]
     from_file = ", ".join(args.filename or ()) if probes else ""  # a file of Nodes alone: the pending pods' outcomes
@@ -465,6 +465,7 @@ async def _what_if(args: argparse.Namespace, target: Target) -> int:
                 raise CommandError(str(err)) from None
             for note in notes:
                 print(f"warning: {note}", file=sys.stderr)
+            probes = probe_pods.existing_claims_used(probes, made, listing.objects)
             workloads = await _existing(http, owners)
             existing = (probe_pods.clashes(probes, listing.objects) + capacity.existing(added, listing.objects)
                         + [str(owner) for owner in workloads])
@@ -636,9 +637,10 @@ async def _existing(http: KubeHttp, owners: Sequence[probe_pods.Owner]) -> list[
 
 
 def _probes(filenames: Sequence[str], namespace: str, namespace_flag: str | None, now: float,
-            rename: bool) -> tuple[list[dict[str, Any]], list[probe_pods.Owner]]:
+            rename: bool) -> tuple[list[dict[str, Any]], list[probe_pods.Owner], list[tuple[str, str]]]:
     """`what-if -f`'s pods (of every -f, as kubectl takes -f repeatedly; copies under new names
-    with --rename), read before the cluster is (a bad file fails first), and the workloads they are of."""
+    with --rename), read before the cluster is (a bad file fails first), the workloads they are
+    of, and the claims among them a controller would make (`probe_pods.read_files`' `made`)."""
     if list(filenames).count("-") > 1:
         raise CommandError("-f - names stdin more than once", 2)
     files: list[tuple[str, str]] = []
@@ -650,13 +652,14 @@ def _probes(filenames: Sequence[str], namespace: str, namespace_flag: str | None
         files.append((filename, text))
     notes: list[str] = []
     owners: list[probe_pods.Owner] = []
+    made: list[tuple[str, str]] = []
     try:
-        probes = probe_pods.read_files(files, namespace, namespace_flag, now, notes, owners, rename)
+        probes = probe_pods.read_files(files, namespace, namespace_flag, now, notes, owners, rename, made)
     except probe_pods.ProbeError as err:
         raise CommandError(str(err), 2) from None
     for note in notes:
         print(f"warning: {note}", file=sys.stderr)
-    return probes, owners
+    return probes, owners, made
 
 
 Command = Callable[[argparse.Namespace, Target], Awaitable[int]]

@@ -19,7 +19,8 @@ among them, so the gang is judged whole):
   controllers add a random suffix: these names are synthetic);
 - a StatefulSet: spec.replicas (default 1) pods with the names and labels its controller gives them,
   `<name>-<ordinal>` (all of them, as podManagementPolicy Parallel creates them; OrderedReady creates
-  each once the one before it is Ready);
+  each once the one before it is Ready), and the claims it makes from its volumeClaimTemplates for
+  them (`_set_claims`: one that exists already is used as it is);
 - a Job: the pods its controller starts first, min(parallelism, completions), default 1, named
   `<job>-<index>` (spec.suspend is not read: the question is where they would go once it runs).
 - a Kubeflow training job (kubeflow.org/v1 PyTorchJob, TFJob, ...): each replica type's replicas,
@@ -61,6 +62,7 @@ from scheduler.core.objects import (DEFAULT_PREEMPTION_POLICY, GANG_NAME_LABEL, 
                                     ObjectError, Pod, PriorityClass, gang_name, parse_device, parse_node, parse_pod,
                                     parse_priority_class, str_map)
 from scheduler.core.selectors import LabelSelector
+from scheduler.core.volumes import CLAIM_KIND
 
 POD_GROUP_KIND = "PodGroup"
 REPLICATED_KINDS = ("Deployment", "ReplicaSet")  # spec.replicas pods of spec.template, random names
@@ -140,16 +142,21 @@ class Owner:
 
 def read_files(files: Sequence[tuple[str, str]], namespace: str, namespace_flag: str | None, now: float,
                notes: list[str] | None = None, owners: list[Owner] | None = None,
-               rename: bool = False) -> list[dict[str, Any]]:
+               rename: bool = False, made: list[tuple[str, str]] | None = None) -> list[dict[str, Any]]:
     """`read_probes` of several files (`-f a.yaml -f b.yaml`, as kubectl takes -f repeatedly),
     each (source, text): their objects together, at least one pod or Node among them, no name twice.
     Objects of a kind that makes no pods (`NO_PODS`: a claim, a StorageClass, a Service, ...) are
     skipped, one note per file naming them; any other kind is an error (`_completed`). `owners`
     gets the named workloads whose pods are among them (one with generateName cannot exist yet).
     `rename` (--rename): copies of the objects, each named NAME`RENAME_SUFFIX`, in gangs of their
-    own (`_regrouped`): "what if I re-submitted this job", whose objects exist already."""
+    own (`_regrouped`): "what if I re-submitted this job", whose objects exist already.
+    Among the objects are the claims the controllers would make for the pods (a StatefulSet's
+    volumeClaimTemplates', `_set_claims`), but for those the files hold themselves; `made` gets
+    their (namespace, name): one that exists already is used as it is (`existing_claims_used`)."""
     notes = [] if notes is None else notes
     owners = [] if owners is None else owners
+    made = [] if made is None else made
+    made_claims: list[dict[str, Any]] = []
     created = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     objects: list[dict[str, Any]] = []
     empty: list[str] = []  # the workloads that would create no pod, said when there is none at all
@@ -178,7 +185,8 @@ def read_files(files: Sequence[tuple[str, str]], namespace: str, namespace_flag:
             if isinstance(completed, str):
                 empty.append(completed)
             else:
-                objects += completed
+                objects += [obj for obj in completed if obj["kind"] != CLAIM_KIND]
+                made_claims += [obj for obj in completed if obj["kind"] == CLAIM_KIND]
                 pods += sum(1 for obj in completed if obj["kind"] == "Pod")
                 owner = _owner(document, completed)
                 if owner is not None:
@@ -196,11 +204,32 @@ def read_files(files: Sequence[tuple[str, str]], namespace: str, namespace_flag:
         raise ProbeError(f"{sources}: no Pod or workload in it{only}: what-if -f places pods (it takes {TAKEN})")
     if rename:
         _regrouped(objects)
+    own = {_claim_key(obj) for obj in objects if obj["kind"] == CLAIM_KIND}
+    made_claims = [claim for claim in made_claims if _claim_key(claim) not in own]
+    objects += made_claims
+    made += [_claim_key(claim) for claim in made_claims]
     names = Counter((obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["name"]) for obj in objects)
     twice = sorted(f"{kind} {ns}/{name}" for (kind, ns, name), times in names.items() if times > 1)
     if twice:
         raise ProbeError(f"{sources}: named more than once: {', '.join(twice)}")
     return objects
+
+
+def _claim_key(obj: Mapping[str, Any]) -> tuple[str, str]:
+    """A claim's (namespace, name)."""
+    return str(obj["metadata"]["namespace"]), str(obj["metadata"]["name"])
+
+
+def existing_claims_used(objects: Iterable[dict[str, Any]], made: Iterable[tuple[str, str]],
+                         listed: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The file's `objects` less the claims a controller would make (`made`, by `read_files`)
+    whose name a `listed` claim has: the controller makes none then and the pod has that one, as
+    it is (the StatefulSet controller's createPersistentVolumeClaims creates only those not found),
+    not a name the apiserver would refuse."""
+    existing = {(str((obj.get("metadata") or {}).get("namespace")), str((obj.get("metadata") or {}).get("name")))
+                for obj in listed if obj.get("kind") == CLAIM_KIND}
+    kept = set(made) & existing
+    return [obj for obj in objects if obj["kind"] != CLAIM_KIND or _claim_key(obj) not in kept]
 
 
 def _renamed(document: Any) -> Any:
@@ -601,13 +630,50 @@ def _replica_pods(workload: Mapping[str, Any], kind: str, name: str, namespace: 
         pods.append(_pod({"metadata": {**meta, "labels": dict(pod_labels)}, "spec": spec["template"].get("spec")},
                          pod_name, namespace, created, where))
     gang = _gang(_valid(pods[0], f"{where}: {kind} {namespace}/{name}: its pod {pods[0]['metadata']['name']} is"))
+    claims = _set_claims(spec, name, namespace, pods, where) if kind == "StatefulSet" else []
     if kind == "StatefulSet" and replicas > 1 and gang and spec.get("podManagementPolicy") != "Parallel":
         # pkg/controller/statefulset: OrderedReady waits for each pod to be Running and Ready
         notes.append(f"{where}: {kind} {namespace}/{name}: its pods are one gang ({gang}) and its podManagementPolicy "
                      f"is OrderedReady, which creates each pod only once the one before it is Running and Ready: "
                      f"{name}-0 would wait for its gang, and {name}-1 would never be created; set "
                      "spec.podManagementPolicy: Parallel (placed here as Parallel creates them)")
-    return pods
+    return [*pods, *claims]
+
+
+def _set_claims(spec: Mapping[str, Any], name: str, namespace: str, pods: list[dict[str, Any]],
+                where: str) -> list[dict[str, Any]]:
+    """A StatefulSet's claims for its `pods` (in ordinal order), made as its controller makes them
+    (pkg/controller/statefulset/stateful_set_utils.go), and each pod's volumes naming its own: per
+    volumeClaimTemplate and ordinal, a claim `<template>-<set>-<ordinal>`
+    (getPersistentVolumeClaimName) in the set's namespace with the template's spec and labels, the
+    selector's matchLabels over them (getPersistentVolumeClaims); the pod's volume of the template's
+    name names it, in place of a template volume of that name (updateStorage). Ignored, the pods
+    were placed with no claim at all, where the cluster left them waiting for volumes."""
+    templates = spec.get("volumeClaimTemplates") or []
+    named: list[tuple[str, dict[str, Any], Any]] = []
+    for i, template in enumerate(templates if isinstance(templates, list) else [templates]):
+        meta = template.get("metadata") if isinstance(template, dict) else None
+        if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta["name"]:
+            raise ProbeError(f"{where}: StatefulSet {namespace}/{name}: spec.volumeClaimTemplates[{i}].metadata.name: "
+                             f"Required value: {REFUSED}")
+        named.append((meta["name"], meta, template.get("spec")))
+    if not named:
+        return []
+    selected = spec["selector"].get("matchLabels") or {}
+    claims = []
+    for ordinal, pod in enumerate(pods):
+        names = {template_name: f"{template_name}-{name}-{ordinal}" for template_name, _, _ in named}
+        for template_name, meta, claim_spec in named:
+            claim_meta = {**copy.deepcopy(meta), "name": names[template_name], "namespace": namespace}
+            labels = {**(meta.get("labels") or {}), **selected}
+            if labels:
+                claim_meta["labels"] = labels
+            claims.append({"apiVersion": "v1", "kind": CLAIM_KIND, "metadata": claim_meta,
+                           "spec": copy.deepcopy(claim_spec) or {}})
+        own = [volume for volume in pod["spec"].get("volumes") or () if volume.get("name") not in names]
+        pod["spec"]["volumes"] = [*({"name": template_name, "persistentVolumeClaim": {"claimName": claim}}
+                                    for template_name, claim in names.items()), *own]
+    return claims
 
 
 def _training_pods(job: Mapping[str, Any], kind: str, name: str, namespace: str, created: str,

@@ -1,0 +1,126 @@
+"""`what-if -f` makes the claims the controllers would make (a user's trial, files in /tmp/tv/y):
+a StatefulSet's volumeClaimTemplates were ignored ("2 would be placed" where the cluster said
+`didn't find available persistent volumes to bind`, and a pod put on a node without a volume); a
+pod's generic ephemeral volume waited for the ephemeral volume controller, whose claim exists a
+second later on the cluster; a PersistentVolume of the file without a status (one about to be
+created, which the PV controller makes Available) was never matched."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from scheduler.kubectl.probe_pods import read_probes
+from scheduler.sim import builders as b
+from tests.helpers import what_if_cli
+
+LOCAL_CLASS = """apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: local-nvme}
+provisioner: kubernetes.io/no-provisioner
+volumeBindingMode: WaitForFirstConsumer
+"""
+STS = """apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: infer2}
+spec:
+  replicas: 2
+  serviceName: infer
+  selector: {matchLabels: {app: infer2}}
+  template:
+    metadata: {labels: {app: infer2}}
+    spec:
+      schedulerName: tessera
+      containers:
+      - name: s
+        image: triton
+        resources: {limits: {nvidia.com/gpu: 1}}
+        volumeMounts: [{name: cache, mountPath: /cache}]
+      volumes: [{name: cache, emptyDir: {}}, {name: cfg, configMap: {name: c}}]
+  volumeClaimTemplates:
+  - metadata: {name: cache, labels: {tier: fast}}
+    spec:
+      storageClassName: local-nvme
+      accessModes: [ReadWriteOnce]
+      resources: {requests: {storage: 100Gi}}
+"""
+
+
+def _volume(name: str, node: str, status: str | None = "Available") -> str:
+    """A local PersistentVolume of class local-nvme on `node`; `status` its phase (None: no status)."""
+    phase = f"status: {{phase: {status}}}\n" if status else ""
+    return (f"apiVersion: v1\nkind: PersistentVolume\nmetadata: {{name: {name}}}\nspec:\n"
+            "  capacity: {storage: 200Gi}\n  accessModes: [ReadWriteOnce]\n  storageClassName: local-nvme\n"
+            "  local: {path: /mnt/nvme}\n  nodeAffinity:\n    required:\n      nodeSelectorTerms:\n"
+            f"      - matchExpressions: [{{key: kubernetes.io/hostname, operator: In, values: [{node}]}}]\n{phase}")
+
+
+def _nodes() -> list[dict[str, Any]]:
+    return [b.node(f"n{i}", gpus=8, labels={"kubernetes.io/hostname": f"n{i}"}) for i in range(3)]
+
+
+async def _outcomes(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                    cluster: list[dict[str, Any]], *documents: str) -> dict[str, tuple[str, str]]:
+    (tmp_path / "f.yaml").write_text("---\n".join(documents))
+    status, out, err = await what_if_cli(monkeypatch, capsys, cluster, "-f", str(tmp_path / "f.yaml"), "-o", "json")
+    assert status == 0, err
+    return {o["pod"]: (o["node"], o["message"]) for o in orjson.loads(out)["outcomes"]}
+
+
+def test_a_statefulsets_claims_are_made_from_its_templates_as_its_controller_makes_them() -> None:
+    """getPersistentVolumeClaims/updateStorage: claim `<template>-<sts>-<ordinal>` in the set's
+    namespace, the template's labels with the selector's, and the pod's volume of the template's
+    name (replacing the template's own volume of that name) naming it."""
+    objects = read_probes(STS, "f", "team", None, 0)
+    claims = {obj["metadata"]["name"]: obj for obj in objects if obj["kind"] == "PersistentVolumeClaim"}
+    assert sorted(claims) == ["cache-infer2-0", "cache-infer2-1"]
+    claim = claims["cache-infer2-1"]
+    assert claim["metadata"]["namespace"] == "team"
+    assert claim["metadata"]["labels"] == {"tier": "fast", "app": "infer2"}
+    assert claim["spec"] == {"storageClassName": "local-nvme", "accessModes": ["ReadWriteOnce"],
+                             "resources": {"requests": {"storage": "100Gi"}}}
+    pod = next(obj for obj in objects if obj["kind"] == "Pod" and obj["metadata"]["name"] == "infer2-1")
+    assert pod["spec"]["volumes"] == [{"name": "cache", "persistentVolumeClaim": {"claimName": "cache-infer2-1"}},
+                                      {"name": "cfg", "configMap": {"name": "c"}}]
+
+
+async def test_a_statefulsets_pods_wait_for_volumes_for_their_claims(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """The trial's sts2.yaml: no free local volume, both pods stay pending as on the cluster; with
+    one Available volume in the file, one pod goes to its node, the other waits."""
+    found = await _outcomes(monkeypatch, capsys, tmp_path, _nodes(), LOCAL_CLASS, STS)
+    assert [node for node, _ in found.values()] == ["", ""]
+    assert all("didn't find available persistent volumes to bind" in message for _, message in found.values()), found
+    found = await _outcomes(monkeypatch, capsys, tmp_path, _nodes(), LOCAL_CLASS, STS, _volume("v1", "n1"))
+    assert sorted(node for node, _ in found.values()) == ["", "n1"]
+
+
+async def test_a_statefulsets_claim_that_exists_is_used_as_is(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """The controller makes no claim whose name is in use (a scaled-down set's kept claim): the
+    cluster's is the pod's, not a name clash; so is the file's own claim of that name."""
+    bound = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+             "metadata": {"name": "cache-infer2-0", "namespace": "default",
+                          "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
+             "spec": {"storageClassName": "local-nvme", "volumeName": "kept", "accessModes": ["ReadWriteOnce"],
+                      "resources": {"requests": {"storage": "100Gi"}}}, "status": {"phase": "Bound"}}
+    volume: dict[str, Any] = {
+        "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "kept"},
+        "spec": {"capacity": {"storage": "200Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": "local-nvme",
+                 "claimRef": {"namespace": "default", "name": "cache-infer2-0"},
+                 "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                     {"key": "kubernetes.io/hostname", "operator": "In", "values": ["n2"]}]}]}}},
+        "status": {"phase": "Bound"}}
+    found = await _outcomes(monkeypatch, capsys, tmp_path, [*_nodes(), bound, volume], LOCAL_CLASS, STS)
+    assert found["default/infer2-0"][0] == "n2" and found["default/infer2-1"][0] == "", found
+    claim = ("apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: cache-infer2-1}\n"
+             "spec: {storageClassName: local-nvme, volumeName: v0, accessModes: [ReadWriteOnce], "
+             "resources: {requests: {storage: 1Gi}}}\n")
+    found = await _outcomes(monkeypatch, capsys, tmp_path, _nodes(), LOCAL_CLASS, STS, claim, _volume("v0", "n0"))
+    # the file's claim names its volume (pre-bound: an unbound claim of immediate binding), the made one has none
+    assert found["default/infer2-1"] == ("", "0/3 nodes are available: pod has unbound immediate "
+                                             "PersistentVolumeClaims. preemption: 0/3 nodes are available: 3 "
+                                             "Preemption is not helpful for scheduling."), found
