@@ -30,7 +30,9 @@ A pod gets what
 the apiserver would give it: the namespace of -n (a different one in the file is an error, as
 `kubectl create -f` says), a uid, a creation time of now, no node, phase Pending, and
 `default-scheduler` when it names no scheduler (so a pod meant for Tessera must say
-`schedulerName`). A pod keeps no schedulingGates: the question is where it would go.
+`schedulerName`). A pod keeps no schedulingGates: the question is where it would go. A pod's
+generic `ephemeral` volume gets the claim the ephemeral volume controller would make for it
+(`_ephemeral_claims`, controlled by the pod), unless one of that name exists.
 
 A pod's priority is what the apiserver's Priority admission plugin would give it
 (`resolve_priorities`, once the cluster's PriorityClasses are listed): its priorityClassName's value
@@ -151,7 +153,8 @@ def read_files(files: Sequence[tuple[str, str]], namespace: str, namespace_flag:
     `rename` (--rename): copies of the objects, each named NAME`RENAME_SUFFIX`, in gangs of their
     own (`_regrouped`): "what if I re-submitted this job", whose objects exist already.
     Among the objects are the claims the controllers would make for the pods (a StatefulSet's
-    volumeClaimTemplates', `_set_claims`), but for those the files hold themselves; `made` gets
+    volumeClaimTemplates', `_set_claims`; a pod's generic ephemeral volumes', `_ephemeral_claims`),
+    but for those the files hold themselves; `made` gets
     their (namespace, name): one that exists already is used as it is (`existing_claims_used`)."""
     notes = [] if notes is None else notes
     owners = [] if owners is None else owners
@@ -187,6 +190,7 @@ def read_files(files: Sequence[tuple[str, str]], namespace: str, namespace_flag:
             else:
                 objects += [obj for obj in completed if obj["kind"] != CLAIM_KIND]
                 made_claims += [obj for obj in completed if obj["kind"] == CLAIM_KIND]
+                made_claims += [claim for obj in completed if obj["kind"] == "Pod" for claim in _ephemeral_claims(obj)]
                 pods += sum(1 for obj in completed if obj["kind"] == "Pod")
                 owner = _owner(document, completed)
                 if owner is not None:
@@ -215,6 +219,33 @@ def read_files(files: Sequence[tuple[str, str]], namespace: str, namespace_flag:
     return objects
 
 
+def _ephemeral_claims(pod: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The claims the ephemeral volume controller makes for `pod`'s generic ephemeral volumes
+    (pkg/controller/volume/ephemeral handleVolume): `<pod>-<volume>` (ephemeral.VolumeClaimName)
+    in its namespace, with its volumeClaimTemplate's labels, annotations and spec, controlled by the
+    pod (its uid: VolumeBinding takes no other's). Without them the dry run's pods waited "for
+    ephemeral volume controller to create the persistentvolumeclaim", which on the cluster exists
+    a moment after the pod does."""
+    meta = pod["metadata"]
+    owner = {"apiVersion": "v1", "kind": "Pod", "name": meta["name"], "uid": meta["uid"], "controller": True,
+             "blockOwnerDeletion": True}
+    claims = []
+    for volume in pod["spec"].get("volumes") or ():
+        ephemeral = volume.get("ephemeral")
+        template = ephemeral.get("volumeClaimTemplate") if isinstance(ephemeral, dict) else None
+        if not isinstance(template, dict):
+            continue
+        template_meta = template.get("metadata")
+        claim_meta: dict[str, Any] = {"name": f"{meta['name']}-{volume['name']}", "namespace": meta["namespace"],
+                                      "ownerReferences": [dict(owner)]}
+        for field in ("labels", "annotations"):
+            if isinstance(template_meta, dict) and template_meta.get(field):
+                claim_meta[field] = copy.deepcopy(template_meta[field])
+        claims.append({"apiVersion": "v1", "kind": CLAIM_KIND, "metadata": claim_meta,
+                       "spec": copy.deepcopy(template.get("spec")) or {}})
+    return claims
+
+
 def _claim_key(obj: Mapping[str, Any]) -> tuple[str, str]:
     """A claim's (namespace, name)."""
     return str(obj["metadata"]["namespace"]), str(obj["metadata"]["name"])
@@ -224,8 +255,9 @@ def existing_claims_used(objects: Iterable[dict[str, Any]], made: Iterable[tuple
                          listed: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The file's `objects` less the claims a controller would make (`made`, by `read_files`)
     whose name a `listed` claim has: the controller makes none then and the pod has that one, as
-    it is (the StatefulSet controller's createPersistentVolumeClaims creates only those not found),
-    not a name the apiserver would refuse."""
+    it is (the StatefulSet controller's createPersistentVolumeClaims creates only those not found;
+    the ephemeral volume controller leaves one there, which VolumeBinding refuses the pod unless the
+    pod controls it), not a name the apiserver would refuse."""
     existing = {(str((obj.get("metadata") or {}).get("namespace")), str((obj.get("metadata") or {}).get("name")))
                 for obj in listed if obj.get("kind") == CLAIM_KIND}
     kept = set(made) & existing

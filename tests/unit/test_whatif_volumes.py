@@ -23,6 +23,12 @@ metadata: {name: local-nvme}
 provisioner: kubernetes.io/no-provisioner
 volumeBindingMode: WaitForFirstConsumer
 """
+PROVISIONED_CLASS = """apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: local-nvme}
+provisioner: csi.example.com
+volumeBindingMode: WaitForFirstConsumer
+"""
 STS = """apiVersion: apps/v1
 kind: StatefulSet
 metadata: {name: infer2}
@@ -46,6 +52,30 @@ spec:
       storageClassName: local-nvme
       accessModes: [ReadWriteOnce]
       resources: {requests: {storage: 100Gi}}
+"""
+JOB = """apiVersion: batch/v1
+kind: Job
+metadata: {name: train4}
+spec:
+  completions: 2
+  parallelism: 2
+  template:
+    spec:
+      schedulerName: tessera
+      restartPolicy: Never
+      containers:
+      - name: t
+        image: pytorch
+        resources: {limits: {nvidia.com/gpu: 2}}
+      volumes:
+      - name: scratch
+        ephemeral:
+          volumeClaimTemplate:
+            metadata: {labels: {use: scratch}}
+            spec:
+              storageClassName: local-nvme
+              accessModes: [ReadWriteOnce]
+              resources: {requests: {storage: 50Gi}}
 """
 
 
@@ -124,3 +154,34 @@ async def test_a_statefulsets_claim_that_exists_is_used_as_is(
     assert found["default/infer2-1"] == ("", "0/3 nodes are available: pod has unbound immediate "
                                              "PersistentVolumeClaims. preemption: 0/3 nodes are available: 3 "
                                              "Preemption is not helpful for scheduling."), found
+
+
+def test_an_ephemeral_volumes_claim_is_made_controlled_by_its_pod() -> None:
+    """The ephemeral volume controller's claim: `<pod>-<volume>`, the template's labels,
+    annotations and spec, controlled by the pod (its uid)."""
+    objects = read_probes(JOB, "f", "default", None, 0)
+    pod = next(obj for obj in objects if obj["kind"] == "Pod" and obj["metadata"]["name"] == "train4-1")
+    claim = next(obj for obj in objects if obj["kind"] == "PersistentVolumeClaim"
+                 and obj["metadata"]["name"] == "train4-1-scratch")
+    assert claim["metadata"]["namespace"] == "default" and claim["metadata"]["labels"] == {"use": "scratch"}
+    assert claim["metadata"]["ownerReferences"] == [{"apiVersion": "v1", "kind": "Pod", "name": "train4-1",
+                                                     "uid": pod["metadata"]["uid"], "controller": True,
+                                                     "blockOwnerDeletion": True}]
+    assert claim["spec"]["resources"] == {"requests": {"storage": "50Gi"}}
+
+
+async def test_an_ephemeral_volume_does_not_wait_for_the_controller(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """The trial's job4.yaml: its pods waited "for ephemeral volume controller to create the
+    persistentvolumeclaim"; their claims are provisioned on the node. A claim of that name that
+    exists already is left as it is: not the pod's, as the controller leaves it."""
+    found = await _outcomes(monkeypatch, capsys, tmp_path, _nodes(), PROVISIONED_CLASS, JOB)
+    assert all(node for node, _ in found.values()), found
+    other = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+             "metadata": {"name": "train4-0-scratch", "namespace": "default"},
+             "spec": {"storageClassName": "local-nvme", "accessModes": ["ReadWriteOnce"],
+                      "resources": {"requests": {"storage": "1Gi"}}}}
+    found = await _outcomes(monkeypatch, capsys, tmp_path, [*_nodes(), other], PROVISIONED_CLASS, JOB)
+    assert "PVC default/train4-0-scratch was not created for pod default/train4-0 (pod is not owner)" in \
+        found["default/train4-0"][1], found
+    assert found["default/train4-1"][0], found
