@@ -64,7 +64,7 @@ from scheduler.core.objects import (DEFAULT_PREEMPTION_POLICY, GANG_NAME_LABEL, 
                                     ObjectError, Pod, PriorityClass, gang_name, parse_device, parse_node, parse_pod,
                                     parse_priority_class, str_map)
 from scheduler.core.selectors import LabelSelector
-from scheduler.core.volumes import CLAIM_KIND
+from scheduler.core.volumes import AVAILABLE, CLAIM_KIND, VOLUME_KIND
 
 POD_GROUP_KIND = "PodGroup"
 REPLICATED_KINDS = ("Deployment", "ReplicaSet")  # spec.replicas pods of spec.template, random names
@@ -368,12 +368,18 @@ def _skipped(obj: dict[str, Any], where: str, namespace: str, namespace_flag: st
 
 def _storage(obj: dict[str, Any], where: str, namespace: str, namespace_flag: str | None) -> dict[str, Any]:
     """A copy of a claim, volume or StorageClass of the file as the dry run takes it: named, a
-    claim in its namespace (which must agree with -n, as a pod's), the others in none."""
+    claim in its namespace (which must agree with -n, as a pod's), the others in none. A volume
+    without status.phase is Available: one about to be created, which the PV controller makes
+    Available (VolumeBinding matches no other to a claim; a trial's file volumes, written without
+    a status as one writes them, were never matched)."""
     meta = obj.get("metadata")
     meta = dict(meta) if isinstance(meta, dict) else {}
     meta["name"] = _name(meta, where)
     meta["namespace"] = "" if NO_PODS[(_group(obj), obj["kind"])] else _namespace(meta, where, namespace,
                                                                                    namespace_flag)
+    status = obj.get("status")
+    if obj["kind"] == VOLUME_KIND and (status is None or (isinstance(status, dict) and not status.get("phase"))):
+        return {**obj, "metadata": meta, "status": {**(status or {}), "phase": AVAILABLE}}
     return {**obj, "metadata": meta}
 
 

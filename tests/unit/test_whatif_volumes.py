@@ -185,3 +185,11 @@ async def test_an_ephemeral_volume_does_not_wait_for_the_controller(
     assert "PVC default/train4-0-scratch was not created for pod default/train4-0 (pod is not owner)" in \
         found["default/train4-0"][1], found
     assert found["default/train4-1"][0], found
+
+
+async def test_a_file_volume_without_a_status_is_available(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """The PV controller makes a new volume Available: the file's volume without status.phase is."""
+    found = await _outcomes(monkeypatch, capsys, tmp_path, _nodes(), LOCAL_CLASS, STS,
+                            _volume("v0", "n0", None), _volume("v1", "n1", None))
+    assert sorted(node for node, _ in found.values()) == ["n0", "n1"], found
