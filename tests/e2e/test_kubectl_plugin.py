@@ -316,6 +316,46 @@ async def test_explain_and_what_if_say_what_of_a_pods_claims_is_checked(clean_cl
         assert f"{namespace}/probe" in out and "placed" in out, out  # its claim waits for its first consumer
         assert f"Not read: {namespace}/probe: claim more: Tessera checks that the claims exist" in out, out
         assert (await kubectl.pods(namespace)).keys() == {"pvc-pod"}  # nothing was created
+
+        # a later trial: the claims the controllers make were not made. A StatefulSet's template
+        # claim `d-st-0` exists (used as is, no name clash), `d-st-1` is made; a Job's ephemeral
+        # volume's claim is made, controlled by its pod (it waited for the ephemeral volume
+        # controller); a set whose claims find no volume (no provisioner) waits for one
+        def claim(name: str, klass: str) -> dict[str, Any]:
+            return {"metadata": {"name": name}, "spec": {"storageClassName": klass, "accessModes": ["ReadWriteOnce"],
+                                                         "resources": {"requests": {"storage": "1Gi"}}}}
+
+        await kubectl.create(f"/api/v1/namespaces/{namespace}/persistentvolumeclaims", {
+            "apiVersion": "v1", "kind": "PersistentVolumeClaim", **claim("d-st-0", storage_class),
+            "metadata": {"name": "d-st-0", "namespace": namespace}})
+        local = f"local-{namespace}"
+        docs: list[dict[str, Any]] = [{"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+                                       "metadata": {"name": local}, "provisioner": "kubernetes.io/no-provisioner",
+                                       "volumeBindingMode": "WaitForFirstConsumer"}]
+        docs += [{"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": name}, "spec": {
+            "replicas": 2, "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}},
+                         "spec": {"schedulerName": "tessera", "containers": [{"name": "c", "image": "x"}]}},
+            "volumeClaimTemplates": [claim("d", klass)]}} for name, klass in (("st", storage_class), ("lt", local))]
+        docs.append({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "ej"}, "spec": {"template": {"spec": {
+            "schedulerName": "tessera", "restartPolicy": "Never", "containers": [{"name": "c", "image": "x"}],
+            "volumes": [{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {
+                "spec": claim("", storage_class)["spec"]}}}]}}}})
+        workloads = tmp_path / "workloads.yaml"
+        workloads.write_text(yaml.safe_dump_all(docs))
+        nodes = await asyncio.to_thread(clean_cluster.add_fake_gpu_nodes, 1, 8, "A100", prefix="vol")
+        try:
+            status, out, err = await _plugin(clean_cluster, "what-if", "-f", str(workloads), "-n", namespace,
+                                             "-o", "json")
+        finally:
+            await asyncio.to_thread(clean_cluster.remove_fake_gpu_nodes, nodes)
+        assert status == 0, err
+        found = {o["pod"].split("/")[1]: o for o in orjson.loads(out)["outcomes"]}
+        assert all(found[pod]["node"] for pod in ("st-0", "st-1", "ej-0")), found
+        assert not found["lt-0"]["node"] and "didn't find available persistent volumes to bind" in \
+            found["lt-0"]["message"], found
+        claims = (await kubectl.call("GET", f"/api/v1/namespaces/{namespace}/persistentvolumeclaims")).json()["items"]
+        assert sorted(c["metadata"]["name"] for c in claims) == ["d-st-0", "data"]  # nothing was created
     finally:
         await kubectl.call("DELETE", f"/apis/storage.k8s.io/v1/storageclasses/{storage_class}")
 
