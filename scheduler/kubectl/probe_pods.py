@@ -688,8 +688,11 @@ def _set_claims(spec: Mapping[str, Any], name: str, namespace: str, pods: list[d
     name names it, in place of a template volume of that name (updateStorage). Ignored, the pods
     were placed with no claim at all, where the cluster left them waiting for volumes."""
     templates = spec.get("volumeClaimTemplates") or []
+    if not isinstance(templates, list):
+        raise ProbeError(f"{where}: StatefulSet {namespace}/{name}: spec.volumeClaimTemplates: expected a list, got "
+                         f"{type(templates).__name__}: {REFUSED}")
     named: list[tuple[str, dict[str, Any], Any]] = []
-    for i, template in enumerate(templates if isinstance(templates, list) else [templates]):
+    for i, template in enumerate(templates):
         meta = template.get("metadata") if isinstance(template, dict) else None
         if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta["name"]:
             raise ProbeError(f"{where}: StatefulSet {namespace}/{name}: spec.volumeClaimTemplates[{i}].metadata.name: "

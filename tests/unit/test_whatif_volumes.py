@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 import pytest
 
-from scheduler.kubectl.probe_pods import read_probes
+from scheduler.kubectl.probe_pods import ProbeError, read_probes
 from scheduler.sim import builders as b
 from tests.helpers import what_if_cli
 
@@ -115,6 +115,11 @@ def test_a_statefulsets_claims_are_made_from_its_templates_as_its_controller_mak
     pod = next(obj for obj in objects if obj["kind"] == "Pod" and obj["metadata"]["name"] == "infer2-1")
     assert pod["spec"]["volumes"] == [{"name": "cache", "persistentVolumeClaim": {"claimName": "cache-infer2-1"}},
                                       {"name": "cfg", "configMap": {"name": "c"}}]
+    # what the apiserver would refuse is an error, not a claim guessed at
+    with pytest.raises(ProbeError, match=r"spec.volumeClaimTemplates\[0\].metadata.name: Required value"):
+        read_probes(STS.replace("metadata: {name: cache, labels: {tier: fast}}", "metadata: {}"), "f", "team", None, 0)
+    with pytest.raises(ProbeError, match="spec.volumeClaimTemplates: expected a list, got dict"):
+        read_probes(STS.replace("  volumeClaimTemplates:\n  -", "  volumeClaimTemplates:\n   "), "f", "team", None, 0)
 
 
 async def test_a_statefulsets_pods_wait_for_volumes_for_their_claims(
