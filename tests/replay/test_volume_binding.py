@@ -358,3 +358,200 @@ def test_a_volume_pinned_by_one_term_only_is_found_by_its_other_term() -> None:
     run.add(*nodes("b", zone=True), storage_class("local", WFFC), either, claim("data", storage_class="local"),
             claimer("train", "data"))
     assert run.last("train").claims == (ClaimBinding("default/data", "either", "1"),)
+
+
+# --- pinned by the mutation round (each kills a mutant the tests above let live) ---------------
+
+def _sized(obj: dict[str, Any], size: str) -> dict[str, Any]:
+    obj["spec"]["resources"]["requests"]["storage"] = size
+    return obj
+
+
+def test_claims_are_matched_smallest_request_first() -> None:
+    """findMatchingVolumes sorts the claims byPVCSize: the 3Gi claim takes the 5Gi volume before
+    the 4Gi one is tried, which then gets the 10Gi (largest first would swap them)."""
+    run = Run()
+    run.add(*nodes("a"), storage_class("local", WFFC), volume("v5", "a", size="5Gi", storage_class="local"),
+            volume("v10", "a", size="10Gi", storage_class="local"),
+            _sized(claim("big", storage_class="local"), "4Gi"), _sized(claim("small", storage_class="local"), "3Gi"),
+            claimer("train", "big", "small"))
+    assert set(run.last("train").claims) == {ClaimBinding("default/small", "v5", "1"),
+                                             ClaimBinding("default/big", "v10", "1")}
+
+
+def test_equally_sized_volumes_go_by_name() -> None:
+    """Among the smallest fitting volumes, the first by name: the same choice every time (the
+    property test finds the tie only when its draw makes one)."""
+    run = Run()
+    run.add(*nodes("a"), storage_class("local", WFFC), volume("zz", "a", storage_class="local"),
+            volume("aa", "a", storage_class="local"), claim("data", storage_class="local"), claimer("train", "data"))
+    assert run.last("train").claims == (ClaimBinding("default/data", "aa", "1"),)
+
+
+def test_a_volume_being_deleted_or_not_selected_or_naming_an_old_claim_is_not_matched() -> None:
+    """FindMatchingVolume skips a volume with a deletionTimestamp, one the claim's selector does
+    not select, and one whose claimRef names the claim under another uid (IsVolumeBoundToClaim)."""
+    deleting = volume("deleting", "a", storage_class="local")
+    deleting["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    old = volume("old", "a", storage_class="local", claimRef={"namespace": "default", "name": "data", "uid": "gone"})
+    run = Run()
+    run.add(*nodes("a"), storage_class("local", WFFC), deleting, old, claim("data", storage_class="local"),
+            claimer("train", "data"))
+    assert run.node_of("train") is None
+    assert f"1 {BIND_CONFLICT}" in run.last("train").message
+
+    picked = claim("picked", storage_class="local")
+    picked["spec"]["selector"] = {"matchLabels": {"tier": "fast"}}
+    fast = volume("fast", "a", size="2Gi", storage_class="local")
+    fast["metadata"]["labels"] = {"tier": "fast"}
+    run = Run()
+    run.add(*nodes("a"), storage_class("local", WFFC), volume("plain", "a", storage_class="local"), fast, picked,
+            claimer("chooser", "picked"))
+    assert run.last("chooser").claims == (ClaimBinding("default/picked", "fast", "1"),)
+
+
+def test_a_claim_selected_for_another_node_fails_here_even_with_a_volume_here() -> None:
+    """FindPodVolumes' fast path: selected-node naming another node is a bind conflict at once."""
+    run = Run()
+    run.add(*nodes("a", "b"), storage_class("local", WFFC), volume("nvme-a", "a", storage_class="local"),
+            claim("data", storage_class="local", annotations={"volume.kubernetes.io/selected-node": "b"}),
+            claimer("train", "data"))
+    assert run.node_of("train") is None
+    assert f"2 {BIND_CONFLICT}" in run.last("train").message
+
+
+def test_the_first_bound_claim_that_fails_decides_the_reason() -> None:
+    """checkBoundClaims returns at the first volume missing or not allowing the node: a conflict
+    first, then a missing volume, reads as the conflict alone."""
+    run = Run()
+    run.add(*nodes("a"), volume("pv-b", "b"), claim("first", "pv-b"), claim("second", "gone"),
+            claimer("train", "first", "second"))
+    message = run.last("train").message
+    assert "1 node(s) had volume node affinity conflict" in message and "non-existent" not in message, message
+
+
+def test_a_prebound_claim_of_a_waiting_class_is_an_unbound_immediate_one() -> None:
+    """GetPodVolumeClaims: a claim naming a volume without bind-completed is unbound immediate
+    whatever its class."""
+    run = Run()
+    run.add(*nodes("a"), storage_class("local", WFFC), volume("pv", storage_class="local"),
+            claim("pre", "pv", storage_class="local", bound=False), claimer("train", "pre"))
+    assert "pod has unbound immediate PersistentVolumeClaims" in run.last("train").message
+
+
+def test_bound_claims_on_local_volumes_of_different_nodes_leave_no_node() -> None:
+    """GetEligibleNodes intersects the volumes' hostnames; an empty result rejects the pod in
+    PreFilter (no node is filtered, so none reads a node affinity conflict)."""
+    run = Run()
+    run.add(*nodes("a", "b"), volume("pv-a", "a"), volume("pv-b", "b"), claim("x", "pv-a"), claim("y", "pv-b"),
+            claimer("train", "x", "y"))
+    assert run.node_of("train") is None
+    message = run.last("train").message
+    assert message.startswith("0/2 nodes are available: node(s) didn't satisfy plugin VolumeBinding."), message
+
+
+def test_a_terms_hostname_expressions_are_intersected() -> None:
+    """GetLocalPersistentVolumeNodeNames: within a term the hostname In sets intersect, so only b
+    is eligible and the other nodes are not filtered at all."""
+    pinned = volume("pv", "a", "b")
+    pinned["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]["matchExpressions"].append(
+        {"key": HOSTNAME, "operator": "In", "values": ["b", "c"]})
+    run = Run()
+    run.add(*nodes("a", "c"), pinned, claim("data", "pv"), claimer("train", "data"))
+    message = run.last("train").message
+    assert "2 node(s) didn't satisfy plugin(s) [VolumeBinding]" in message and "conflict" not in message, message
+
+
+def test_an_empty_topology_term_admits_no_node() -> None:
+    """MatchTopologySelectorTerms: a term without matchLabelExpressions selects nothing."""
+    run = Run()
+    run.add(*nodes("a"), storage_class("s", WFFC, provisioner="p", allowedTopologies=[{"matchLabelExpressions": []}]),
+            claim("data", storage_class="s"), claimer("train", "data"))
+    assert run.node_of("train") is None
+    assert f"1 {BIND_CONFLICT}" in run.last("train").message
+
+
+def test_the_beta_class_annotation_comes_before_spec_storage_class_name() -> None:
+    """GetPersistentVolumeClaimClass and GetPersistentVolumeClass read the beta annotation first."""
+    beta = {"volume.beta.kubernetes.io/storage-class": "local"}
+    pv = volume("nvme-a", "a", storage_class="slow")
+    pv["metadata"]["annotations"] = beta
+    run = Run()
+    run.add(*nodes("a"), storage_class("local", WFFC), pv, claim("data", storage_class="other", annotations=beta),
+            claimer("train", "data"))
+    assert run.last("train").claims == (ClaimBinding("default/data", "nvme-a", "1"),)
+
+
+def test_an_ephemeral_claim_owned_but_not_controlled_by_the_pod_is_not_its() -> None:
+    """VolumeIsForPod: metav1.IsControlledBy, an owner reference with controller: true."""
+    run = Run()
+    run.add(*nodes("a"), volume("pv"), claimer("train", ephemeral=("scratch",)))
+    uid = run.state.pod_by_key("default/train").uid
+    owner = {"apiVersion": "v1", "kind": "Pod", "name": "train", "uid": uid}
+    run.add(claim("train-scratch", "pv", ownerReferences=[{**owner, "controller": False}]))
+    assert "(pod is not owner)" in run.last("train").message
+    run.feed(b.event("MODIFIED", claim("train-scratch", "pv", ownerReferences=[{**owner, "controller": True}],
+                                       resourceVersion="2")))
+    assert run.node_of("train") == "a"
+
+
+def test_a_lost_claim_is_rejected_in_prefilter() -> None:
+    lost = claim("data", "pv")
+    lost["status"]["phase"] = "Lost"
+    run = Run()
+    run.add(*nodes("a"), volume("pv"), lost, claimer("train", "data"))
+    assert 'persistentvolumeclaim "data" bound to non-existent persistentvolume "pv"' in run.last("train").message
+
+
+def test_a_class_without_a_binding_mode_binds_immediately() -> None:
+    """The apiserver defaults an unset volumeBindingMode to Immediate."""
+    unset = storage_class("fast", WFFC, provisioner="p")
+    del unset["volumeBindingMode"]
+    run = Run()
+    run.add(*nodes("a"), unset, claim("data", storage_class="fast"), claimer("train", "data"))
+    assert "pod has unbound immediate PersistentVolumeClaims" in run.last("train").message
+
+
+def test_an_unreadable_deleted_claim_or_volume_ends_its_assumption() -> None:
+    """A DELETED event whose object does not parse still drops what was assumed for it."""
+    run = Run()
+    run.add(*nodes("a"), storage_class("local", WFFC), storage_class("csi", WFFC, provisioner="csi.example.com"),
+            volume("nvme-a", "a", storage_class="local"), claim("one", storage_class="local"),
+            claim("data", storage_class="csi"), claimer("train", "one", "data"))
+    assert run.state.volumes_given == {"nvme-a": "default/one"} and run.state.claims_provisioned == {"default/data": "a"}
+    bad_volume = volume("nvme-a", "a", storage_class="local", capacity={"storage": "lots"})
+    bad_claim = _sized(claim("data", storage_class="csi"), "lots")
+    run.feed(b.event("DELETED", bad_volume), b.event("DELETED", bad_claim))
+    assert run.state.volumes_given == {} and run.state.claims_provisioned == {}
+
+
+def test_the_watch_showing_the_claim_selected_ends_the_provisioning_assumption() -> None:
+    """Once the watch shows our selected-node (or a deleted volume), the assumption is done: the
+    state's object speaks for itself, and a later reset of the annotation is not overridden."""
+    run = Run()
+    run.add(*nodes("a"), storage_class("csi", WFFC, provisioner="csi.example.com"),
+            storage_class("local", WFFC), volume("nvme-a", "a", storage_class="local"),
+            claim("data", storage_class="csi"), claim("one", storage_class="local"), claimer("train", "data", "one"))
+    assert run.state.claims_provisioned == {"default/data": "a"} and run.state.volumes_given == {"nvme-a": "default/one"}
+    run.feed(b.event("MODIFIED", claim("data", storage_class="csi", resourceVersion="2",
+                                       annotations={"volume.kubernetes.io/selected-node": "a"})),
+             b.event("DELETED", volume("nvme-a", "a", storage_class="local")))
+    assert run.state.claims_provisioned == {} and run.state.volumes_given == {}
+    run.feed(b.event("DELETED", run.replay.pods[run.state.pod_by_key("default/train").uid]))
+    assert run.state.claim_bindings == {}
+
+
+def test_a_shared_claims_other_binding_does_not_keep_a_volume_held() -> None:
+    """Two pods share a claim of a provisioner class: the first is given the static volume on a,
+    the second (a full) has the claim provisioned on b (FindMatchingVolume's pre-bound volume
+    does not allow b: no match). The first deleted, the volume is free: only the same binding
+    held by another pod keeps an entry, not any binding of the claim."""
+    run = Run()
+    run.add(b.node("a", cpu="1", labels={HOSTNAME: "a"}), b.node("b", labels={HOSTNAME: "b"}),
+            storage_class("csi", WFFC, provisioner="csi.example.com"), volume("v1", "a", storage_class="csi"),
+            claim("shared", storage_class="csi"), claimer("p1", "shared"))
+    assert run.last("p1").claims == (ClaimBinding("default/shared", "v1", "1"),)
+    run.add(claimer("p2", "shared"))
+    assert run.node_of("p2") == "b" and run.last("p2").claims == (ClaimBinding("default/shared", "", "1"),)
+    run.feed(b.event("DELETED", run.replay.pods[run.state.pod_by_key("default/p1").uid]))
+    assert run.state.volumes_given == {} and run.state.claims_provisioned == {"default/shared": "b"}

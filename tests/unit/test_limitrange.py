@@ -168,3 +168,21 @@ def test_the_first_limit_range_by_name_that_refuses_is_said_after_every_ones_def
     assert defaulted[0]["spec"]["containers"][0]["resources"]["limits"] == {"cpu": "2"}
     assert [(r.pod, r.message) for r in refusals] == [
         ("team-e/p", "maximum cpu usage per Container is 1, but limit is 2")]
+
+
+def test_max_and_min_judge_both_request_and_limit() -> None:
+    """maxConstraint also refuses a request above the max, minConstraint a limit below the min
+    (a pod whose request exceeds its limit, which the LimitRanger judges before validation)."""
+    ceiling = _range("lr", {"type": "Container", "max": {"cpu": "1"}})
+    assert _refused([_pod(_limited(requests={"cpu": "2"}, limits={"cpu": "1"}))], ceiling) == [
+        ("team-e/p", "LimitRanger", "maximum cpu usage per Container is 1, but request is 2")]
+    floor = _range("lr", {"type": "Container", "min": {"cpu": "1"}})
+    assert _refused([_pod(_limited(requests={"cpu": "1"}, limits={"cpu": "500m"}))], floor) == [
+        ("team-e/p", "LimitRanger", "minimum cpu usage per Container is 1, but limit is 500m")]
+
+
+def test_a_ratio_over_a_zero_request_is_its_own_refusal() -> None:
+    limit_range = _range("lr", {"type": "Container", "maxLimitRequestRatio": {"cpu": "2"}})
+    assert _refused([_pod(_limited(requests={"cpu": "0"}, limits={"cpu": "1"}))], limit_range) == [
+        ("team-e/p", "LimitRanger", "cpu max limit to request ratio per Container is 2, but no request is specified "
+                                    "or request is 0")]

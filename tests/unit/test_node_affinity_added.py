@@ -141,3 +141,20 @@ def test_validation_reports_every_term_error_in_upstreams_words() -> None:
         f"name part must be non-empty; name part {NAME_PART}",
     ]) + "]"
     assert str(info.value) == " ".join(upstream.split())  # a ConfigError is one line, its spaces single
+
+
+@pytest.mark.parametrize(("requirement", "field", "words"), [
+    ({"key": "gpu", "operator": "NotIn", "values": []}, "matchExpressions[0].values",
+     "Invalid value: []: for 'in', 'notin' operators, values set can't be empty"),
+    ({"key": "gpu", "operator": "Lt", "values": []}, "matchExpressions[0].values",
+     "Invalid value: []: for 'Gt', 'Lt' operators, exactly one value is required"),
+    ({"key": "metadata.name", "operator": "In", "values": []}, "matchFields[0].values",
+     "Invalid value: []: must have one element"),
+])
+def test_an_empty_values_list_is_refused_where_upstream_refuses_it(requirement: dict[str, Any], field: str,
+                                                                  words: str) -> None:
+    """NotIn as In, Lt with no value as with two, a field selector with no value as with two."""
+    kind = "matchFields" if field.startswith("matchFields") else "matchExpressions"
+    with pytest.raises(ConfigError) as info:
+        _config({"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{kind: [requirement]}]}})
+    assert f"{REQUIRED}{field}: {words}" in str(info.value), str(info.value)

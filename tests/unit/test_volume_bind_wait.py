@@ -259,3 +259,58 @@ async def test_another_pods_binding_goes_through_while_one_waits() -> None:
         await _until(lambda: len(results) == 2)
         group.cancel_scope.cancel()
     assert [(r.binding.name, r.outcome) for r in results] == [("plain", Outcome.BOUND), ("waits", Outcome.BOUND)]
+
+
+# --- pinned by the mutation round ---------------------------------------------------------------
+
+def test_check_bindings_of_a_static_volume_waits_for_the_claim_and_reads_its_affinity_and_uid() -> None:
+    """checkBindings for a static volume: a claimRef without its uid is reset too; a volume that
+    no longer admits the node fails in CheckNodeAffinity's words; a volume naming the claim whose
+    claim is not yet bound is waited for."""
+    ref = {"namespace": "default", "name": "data", "uid": "uid-default-data"}
+    run = _state_with(volume("nvme-a", "a", storage_class="local", claimRef={**ref, "uid": ""}),
+                      volume("nvme-b", "b", storage_class="local", claimRef=ref),
+                      volume("nvme-c", "a", storage_class="local", claimRef=ref),
+                      claim("data", storage_class="local"), claimer("train", "data"))
+    uid = run.state.pod_by_key("default/train").uid
+
+    def checked(name: str) -> BindingsChecked:
+        return check_bindings(run.state, uid, (ClaimBinding("default/data", name, "1"),), "a", {name: "1"})
+
+    assert checked("nvme-a").failure == 'ClaimRef got reset for pv "nvme-a"'
+    assert checked("nvme-b").failure == \
+        'pv "nvme-b" node affinity doesn\'t match node "a": no matching NodeSelectorTerms'
+    assert checked("nvme-c") == BindingsChecked()  # the PV controller has not bound the claim yet
+
+
+def test_check_bindings_waits_for_a_provisioned_claims_volume_not_seen_yet() -> None:
+    """checkBindings tolerates the provisioned volume's NotFound (API delay): wait, not bound."""
+    run = _state_with(_claim("3", **BOUND), claimer("train", "data"))
+    uid = run.state.pod_by_key("default/train").uid
+    assert check_bindings(run.state, uid, PROVISIONED, "a", {"default/data": "2"}) == BindingsChecked()
+
+
+async def test_a_zero_timeout_fails_without_a_look_even_when_the_claims_are_bound(tmp_path: Any) -> None:
+    """upstream's PollUntilContextTimeout(..., 0, immediate=false): the deadline has passed before
+    the first condition check, so even claims bound already fail the PreBind."""
+    api, loop, results = _loop(bind_timeout=0, tmp_path=tmp_path)
+    loop.binder.check_volumes = lambda binding, written: BindingsChecked(bound=True)
+    async with anyio.create_task_group() as group:
+        await group.start(loop.binder.run)
+        loop.binder.submit(loop._binding(_decided(loop)))
+        await _until(lambda: results)
+        group.cancel_scope.cancel()
+    assert results[0].refusal.endswith("binding volumes: context deadline exceeded") and not api.of("POST", "/binding")
+
+
+async def test_a_pod_deleted_while_its_volumes_are_bound_ends_the_wait() -> None:
+    api, loop, results = _loop()
+    binding = loop._binding(_decided(loop))
+    async with anyio.create_task_group() as group:
+        await group.start(loop.binder.run)
+        loop.binder.submit(binding)
+        await _until(lambda: api.of("PATCH", PVC))
+        loop._on_event("DELETED", api.pods[("default", "train")])
+        await _until(lambda: results)
+        group.cancel_scope.cancel()
+    assert results[0].outcome is Outcome.NOT_FOUND and not api.of("POST", "/binding")

@@ -9,7 +9,7 @@ from scheduler.kube.informers import CLAIMS
 from scheduler.kube.snapshot import Unread
 from scheduler.kubectl import explain as explaining
 from tests.helpers import config
-from tests.replay.test_volume_binding import claim, claimer, nodes, volume
+from tests.replay.test_volume_binding import WFFC, claim, claimer, nodes, storage_class, volume
 
 OBJECTS = [*nodes("a", "b"), volume("nvme-b", "b"), claim("data", "nvme-b"), claimer("train", "data"),
            claimer("lost", "nope")]
@@ -34,3 +34,14 @@ def test_claims_that_cannot_be_read_give_no_verdict_and_say_why() -> None:
     assert ("it names PersistentVolumeClaims and persistentvolumeclaims cannot be read, so whether VolumeBinding "
             f"lets it on a node is not known (persistentvolumeclaims: {why})") in text, text
     assert "not found" not in text
+
+
+def test_a_nodes_volume_reasons_are_in_upstreams_order() -> None:
+    """FindPodVolumes appends the bound claims' node conflict before the unbound claims' bind
+    conflict, and a node's row names its first reason (the summary line sorts them)."""
+    objects = [*nodes("a", zone=True), storage_class("local", WFFC), volume("pv-z", "z-b", key="zone"),
+               claim("first", "pv-z"), claim("u", storage_class="local"), claimer("train", "first", "u")]
+    result = explaining.explain(objects, "default/train", config(), [], 0.0)
+    assert result is not None
+    text = explaining.render(result, 0.0)
+    assert "a      node(s) had volume node affinity conflict\n" in text, text
