@@ -302,6 +302,8 @@ class Binder:
                     await self.http.acquire()
                 if self.term() != term or term is None:
                     return _not_sent(binding)
+                if self._stopping:  # no Binding follows: a claim pinned now would stay pinned for nothing
+                    return _not_sent(binding, STOPPING)
                 answer = await write_volume(self.http, change, self.timeout)
             if answer.failed:
                 return BindResult(binding, Outcome.RETRY, answer.failed, 0.0, sends=0, pre_bind=True)

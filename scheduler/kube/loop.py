@@ -273,11 +273,15 @@ class SchedulerLoop:
         if term_read and before is not None and before.meta.annotations.get(ann.TERM) != term_read:
             # before the core's notices of this write: a GPU it gave out twice names the install
             self.conflicting.term_changed(term_read, obj)
+        labels_before = self._node_labels(obj) if kind == "Node" else None
         notices = self.core.apply(event_type, obj, time.time())
         for notice in notices:
             self._report(notice)
-        if kind in (CLAIM_KIND, VOLUME_KIND) or (kind == "Pod" and event_type == "DELETED"):
-            self.binder.volumes_changed()  # a Binding waiting for its claims looks again
+        if (kind in (CLAIM_KIND, VOLUME_KIND) or (kind == "Pod" and event_type == "DELETED")
+                or (kind == "Node" and (event_type == "DELETED" or self._node_labels(obj) != labels_before))):
+            # a Binding waiting for its claims looks again (a node gone or relabelled fails it, as
+            # upstream's poll of the node would; heartbeats do not wake it)
+            self.binder.volumes_changed()
         if event_type == "DELETED":  # nothing is told about an object that is gone
             meta = obj.get("metadata") or {}
             namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
@@ -429,6 +433,11 @@ class SchedulerLoop:
             still = {attempt.pod.uid for attempt in self.core.held()}
             for uid in [uid for uid in self._held_since if uid not in still]:
                 self._end_permit_wait(uid, "Unschedulable")
+
+    def _node_labels(self, obj: Mapping[str, Any]) -> Mapping[str, str] | None:
+        """The labels the core holds for the Node `obj` names (None: none held)."""
+        info = self.core.state.nodes.get(str((obj.get("metadata") or {}).get("name") or ""))
+        return info.node.meta.labels if info is not None and info.node is not None else None
 
     def _binding(self, attempt: Attempt) -> Binding:
         """The Binding of a placed pod, conditional on the pod's resourceVersion as the core holds it

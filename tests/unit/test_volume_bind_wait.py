@@ -314,3 +314,38 @@ async def test_a_pod_deleted_while_its_volumes_are_bound_ends_the_wait() -> None
         await _until(lambda: results)
         group.cancel_scope.cancel()
     assert results[0].outcome is Outcome.NOT_FOUND and not api.of("POST", "/binding")
+
+
+async def test_a_node_deleted_while_its_pod_waits_ends_the_wait() -> None:
+    """A review: the wait was woken by claim, volume and pod events only, so a pod whose node was
+    deleted (or relabelled out of its volume's affinity) kept its devices and volumes for the whole
+    bindTimeoutSeconds; upstream's checkBindings polls each second and fails at once ("failed to
+    get node"). Node events wake the wait too."""
+    api, loop, results = _loop()
+    binding = loop._binding(_decided(loop))
+    async with anyio.create_task_group() as group:
+        await group.start(loop.binder.run)
+        loop.binder.submit(binding)
+        await _until(lambda: api.of("PATCH", PVC))
+        await anyio.sleep(0.05)
+        [node] = [obj for obj in nodes("a") if obj.get("kind") == "Node"]
+        loop._on_event("DELETED", node)
+        await _until(lambda: results)
+        group.cancel_scope.cancel()
+    assert results[0].outcome is Outcome.RETRY and "failed to get node" in results[0].message
+    assert not api.of("POST", BINDING)
+
+
+async def test_a_binding_not_yet_started_at_a_graceful_stop_writes_no_volume() -> None:
+    """A review: after stop() (SIGTERM) a Binding that had not written yet still wrote its claim's
+    selected-node, then gave up unsent: the claim stayed pinned to a node for a pod this replica
+    would not bind. The writes check the stop as they check the term."""
+    api, loop, results = _loop()
+    async with anyio.create_task_group() as group:
+        await group.start(loop.binder.run)
+        loop.binder.submit(loop._binding(_decided(loop)))
+        loop.stop()
+        assert await loop.drain(2)
+        group.cancel_scope.cancel()
+    assert results and not api.of("PATCH", PVC)
+
