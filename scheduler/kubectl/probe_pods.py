@@ -18,9 +18,10 @@ among them, so the gang is judged whole):
 - a Deployment or ReplicaSet: spec.replicas (default 1) pods, named `<name>-what-if-<i>` (the
   controllers add a random suffix: these names are synthetic);
 - a StatefulSet: spec.replicas (default 1) pods with the names and labels its controller gives them,
-  `<name>-<ordinal>` (all of them, as podManagementPolicy Parallel creates them; OrderedReady creates
-  each once the one before it is Ready), and the claims it makes from its volumeClaimTemplates for
-  them (`_set_claims`: one that exists already is used as it is);
+  `<name>-<ordinal>`, from spec.ordinals.start (default 0) on (all of them, as podManagementPolicy
+  Parallel creates them; OrderedReady creates each once the one before it is Ready), and the
+  claims it makes from its volumeClaimTemplates for them (`_set_claims`: one that exists already is
+  used as it is);
 - a Job: the pods its controller starts first, min(parallelism, completions), default 1, named
   `<job>-<index>` (spec.suspend is not read: the question is where they would go once it runs).
 - a Kubeflow training job (kubeflow.org/v1 PyTorchJob, TFJob, ...): each replica type's replicas,
@@ -190,7 +191,8 @@ def read_files(files: Sequence[tuple[str, str]], namespace: str, namespace_flag:
             else:
                 objects += [obj for obj in completed if obj["kind"] != CLAIM_KIND]
                 made_claims += [obj for obj in completed if obj["kind"] == CLAIM_KIND]
-                made_claims += [claim for obj in completed if obj["kind"] == "Pod" for claim in _ephemeral_claims(obj)]
+                made_claims += [claim for obj in completed if obj["kind"] == "Pod"
+                                for claim in _ephemeral_claims(obj, where)]
                 pods += sum(1 for obj in completed if obj["kind"] == "Pod")
                 owner = _owner(document, completed)
                 if owner is not None:
@@ -219,31 +221,46 @@ def read_files(files: Sequence[tuple[str, str]], namespace: str, namespace_flag:
     return objects
 
 
-def _ephemeral_claims(pod: Mapping[str, Any]) -> list[dict[str, Any]]:
+def _ephemeral_claims(pod: Mapping[str, Any], where: str) -> list[dict[str, Any]]:
     """The claims the ephemeral volume controller makes for `pod`'s generic ephemeral volumes
     (pkg/controller/volume/ephemeral handleVolume): `<pod>-<volume>` (ephemeral.VolumeClaimName)
     in its namespace, with its volumeClaimTemplate's labels, annotations and spec, controlled by the
     pod (its uid: VolumeBinding takes no other's). Without them the dry run's pods waited "for
     ephemeral volume controller to create the persistentvolumeclaim", which on the cluster exists
-    a moment after the pod does."""
+    a moment after the pod does. A volume without a name, or a template the apiserver would not
+    decode (`_claim_template`), is an error (`where`: the file's object), not a claim guessed at."""
     meta = pod["metadata"]
+    said = f"{where}: Pod {meta['namespace']}/{meta['name']}"
     owner = {"apiVersion": "v1", "kind": "Pod", "name": meta["name"], "uid": meta["uid"], "controller": True,
              "blockOwnerDeletion": True}
     claims = []
-    for volume in pod["spec"].get("volumes") or ():
+    for i, volume in enumerate(pod["spec"].get("volumes") or ()):
         ephemeral = volume.get("ephemeral")
         template = ephemeral.get("volumeClaimTemplate") if isinstance(ephemeral, dict) else None
         if not isinstance(template, dict):
             continue
-        template_meta = template.get("metadata")
+        if not volume.get("name"):  # ValidateVolumes (one that is no string the core's parser refused: `_valid`)
+            raise ProbeError(f"{said}: spec.volumes[{i}].name: Required value: {REFUSED}")
+        template_meta, spec = _claim_template(template, said, f"spec.volumes[{i}].ephemeral.volumeClaimTemplate")
         claim_meta: dict[str, Any] = {"name": f"{meta['name']}-{volume['name']}", "namespace": meta["namespace"],
                                       "ownerReferences": [dict(owner)]}
         for field in ("labels", "annotations"):
-            if isinstance(template_meta, dict) and template_meta.get(field):
+            if template_meta.get(field):
                 claim_meta[field] = copy.deepcopy(template_meta[field])
-        claims.append({"apiVersion": "v1", "kind": CLAIM_KIND, "metadata": claim_meta,
-                       "spec": copy.deepcopy(template.get("spec")) or {}})
+        claims.append({"apiVersion": "v1", "kind": CLAIM_KIND, "metadata": claim_meta, "spec": spec})
     return claims
+
+
+def _claim_template(template: Mapping[str, Any], where: str, path: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A claim template's metadata and a copy of its spec (`path`: the template's field in the
+    object `where` says), as the apiserver decodes them: objects, labels and annotations maps of
+    strings (`_object_meta`); else its refusal. Taken as they were, a list of labels crashed
+    what-if and a spec that is no object became the made claim's."""
+    meta = _object_meta(template, where, path)
+    spec = template.get("spec")
+    if spec is not None and not isinstance(spec, dict):
+        raise ProbeError(f"{where}: {path}.spec: expected an object, got {type(spec).__name__}: {REFUSED}")
+    return meta, copy.deepcopy(spec) or {}
 
 
 def _claim_key(obj: Mapping[str, Any]) -> tuple[str, str]:
@@ -657,31 +674,45 @@ def _replica_pods(workload: Mapping[str, Any], kind: str, name: str, namespace: 
     if not replicas:
         return f"{kind} {namespace}/{name} has replicas 0"
     _room(replicas, room, f"{kind} {namespace}/{name}: its {replicas} replicas", where)
+    start = _start_ordinal(spec, where, f"{where}: {kind} {namespace}/{name}") if kind == "StatefulSet" else 0
     pods = []
     for index in range(replicas):
         if kind == "StatefulSet":  # pkg/controller/statefulset/stateful_set_utils.go: getPodName, its labels
-            pod_name = f"{name}-{index}"
+            pod_name = f"{name}-{start + index}"
             pod_labels = {**labels, "statefulset.kubernetes.io/pod-name": pod_name,
-                          "apps.kubernetes.io/pod-index": str(index)}
+                          "apps.kubernetes.io/pod-index": str(start + index)}
         else:
             pod_name, pod_labels = f"{name}-what-if-{index}", labels
         pods.append(_pod({"metadata": {**meta, "labels": dict(pod_labels)}, "spec": spec["template"].get("spec")},
                          pod_name, namespace, created, where))
     gang = _gang(_valid(pods[0], f"{where}: {kind} {namespace}/{name}: its pod {pods[0]['metadata']['name']} is"))
-    claims = _set_claims(spec, name, namespace, pods, where) if kind == "StatefulSet" else []
+    claims = _set_claims(spec, name, namespace, pods, start, where) if kind == "StatefulSet" else []
     if kind == "StatefulSet" and replicas > 1 and gang and spec.get("podManagementPolicy") != "Parallel":
         # pkg/controller/statefulset: OrderedReady waits for each pod to be Running and Ready
         notes.append(f"{where}: {kind} {namespace}/{name}: its pods are one gang ({gang}) and its podManagementPolicy "
                      f"is OrderedReady, which creates each pod only once the one before it is Running and Ready: "
-                     f"{name}-0 would wait for its gang, and {name}-1 would never be created; set "
+                     f"{name}-{start} would wait for its gang, and {name}-{start + 1} would never be created; set "
                      "spec.podManagementPolicy: Parallel (placed here as Parallel creates them)")
     return [*pods, *claims]
 
 
-def _set_claims(spec: Mapping[str, Any], name: str, namespace: str, pods: list[dict[str, Any]],
+def _start_ordinal(spec: Mapping[str, Any], where: str, said: str) -> int:
+    """A StatefulSet's first ordinal (`said`: the set): spec.ordinals.start (StatefulSetStartOrdinal,
+    GA in 1.31; getStartOrdinal), default 0, a non-negative int32 as apps/v1 validation takes it."""
+    ordinals = spec.get("ordinals")
+    if ordinals is not None and not isinstance(ordinals, dict):
+        raise ProbeError(f"{said}: spec.ordinals: expected an object, got {type(ordinals).__name__}: {REFUSED}")
+    start = (ordinals or {}).get("start")
+    if isinstance(start, int) and not isinstance(start, bool) and start < 0:  # ValidateNonnegativeField
+        raise ProbeError(f"{said}: spec.ordinals.start: Invalid value: {start}: must be greater than or equal to 0: "
+                         f"{REFUSED}")
+    return _count(start, 0, f"{where}: spec.ordinals.start")
+
+
+def _set_claims(spec: Mapping[str, Any], name: str, namespace: str, pods: list[dict[str, Any]], start: int,
                 where: str) -> list[dict[str, Any]]:
-    """A StatefulSet's claims for its `pods` (in ordinal order), made as its controller makes them
-    (pkg/controller/statefulset/stateful_set_utils.go), and each pod's volumes naming its own: per
+    """A StatefulSet's claims for its `pods` (in ordinal order, from `start`), made as its controller
+    makes them (pkg/controller/statefulset/stateful_set_utils.go), and each pod's volumes naming its own: per
     volumeClaimTemplate and ordinal, a claim `<template>-<set>-<ordinal>`
     (getPersistentVolumeClaimName) in the set's namespace with the template's spec and labels, the
     selector's matchLabels over them (getPersistentVolumeClaims); the pod's volume of the template's
@@ -691,18 +722,19 @@ def _set_claims(spec: Mapping[str, Any], name: str, namespace: str, pods: list[d
     if not isinstance(templates, list):
         raise ProbeError(f"{where}: StatefulSet {namespace}/{name}: spec.volumeClaimTemplates: expected a list, got "
                          f"{type(templates).__name__}: {REFUSED}")
-    named: list[tuple[str, dict[str, Any], Any]] = []
+    named: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
     for i, template in enumerate(templates):
         meta = template.get("metadata") if isinstance(template, dict) else None
         if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta["name"]:
             raise ProbeError(f"{where}: StatefulSet {namespace}/{name}: spec.volumeClaimTemplates[{i}].metadata.name: "
                              f"Required value: {REFUSED}")
-        named.append((meta["name"], meta, template.get("spec")))
+        named.append((meta["name"], *_claim_template(template, f"{where}: StatefulSet {namespace}/{name}",
+                                                     f"spec.volumeClaimTemplates[{i}]")))
     if not named:
         return []
     selected = spec["selector"].get("matchLabels") or {}
     claims = []
-    for ordinal, pod in enumerate(pods):
+    for ordinal, pod in enumerate(pods, start):
         names = {template_name: f"{template_name}-{name}-{ordinal}" for template_name, _, _ in named}
         for template_name, meta, claim_spec in named:
             claim_meta = {**copy.deepcopy(meta), "name": names[template_name], "namespace": namespace}
@@ -710,7 +742,7 @@ def _set_claims(spec: Mapping[str, Any], name: str, namespace: str, pods: list[d
             if labels:
                 claim_meta["labels"] = labels
             claims.append({"apiVersion": "v1", "kind": CLAIM_KIND, "metadata": claim_meta,
-                           "spec": copy.deepcopy(claim_spec) or {}})
+                           "spec": copy.deepcopy(claim_spec)})
         own = [volume for volume in pod["spec"].get("volumes") or () if volume.get("name") not in names]
         pod["spec"]["volumes"] = [*({"name": template_name, "persistentVolumeClaim": {"claimName": claim}}
                                     for template_name, claim in names.items()), *own]
@@ -782,9 +814,15 @@ def _template(workload: Mapping[str, Any], kind: str, name: str, namespace: str,
 
 
 def _template_meta(template: Mapping[str, Any], where: str, path: str) -> dict[str, Any]:
-    """A pod template's metadata, less what the pod's own name and namespace replace; its labels
-    and annotations maps of strings, as the apiserver takes them (`where`: the workload, `path`:
-    the template's field)."""
+    """A pod template's metadata (`_object_meta`), less what the pod's own name and namespace replace."""
+    return {key: value for key, value in _object_meta(template, where, path).items()
+            if key not in ("name", "namespace")}
+
+
+def _object_meta(template: Mapping[str, Any], where: str, path: str) -> dict[str, Any]:
+    """A template's metadata ({} for none), an object whose labels and annotations are maps of
+    strings, as the apiserver takes them; else its refusal (`where`: the object, `path`: the
+    template's field)."""
     meta = template.get("metadata")
     if meta is not None and not isinstance(meta, dict):
         raise ProbeError(f"{where}: {path}.metadata: expected an object, got {type(meta).__name__}: {REFUSED}")
@@ -793,8 +831,7 @@ def _template_meta(template: Mapping[str, Any], where: str, path: str) -> dict[s
             str_map((meta or {}).get(field), f"{path}.metadata.{field}")
         except ObjectError as err:
             raise ProbeError(f"{where}: {err}: {REFUSED}") from None
-    return {key: value for key, value in meta.items() if key not in ("name", "namespace")} \
-        if isinstance(meta, dict) else {}
+    return meta or {}
 
 
 def _selector(selector: Any, kind: str, said: str) -> LabelSelector:

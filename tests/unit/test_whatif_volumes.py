@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 import pytest
 
-from scheduler.kubectl.probe_pods import ProbeError, read_probes
+from scheduler.kubectl.probe_pods import ProbeError, read_files, read_probes
 from scheduler.sim import builders as b
 from tests.helpers import what_if_cli
 
@@ -198,3 +198,53 @@ async def test_a_file_volume_without_a_status_is_available(
     found = await _outcomes(monkeypatch, capsys, tmp_path, _nodes(), LOCAL_CLASS, STS,
                             _volume("v0", "n0", None), _volume("v1", "n1", None))
     assert sorted(node for node, _ in found.values()) == ["n0", "n1"], found
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    (JOB.replace("      - name: scratch\n        ephemeral", "      - ephemeral"),
+     r"object 1: Pod default/train4-0: spec.volumes\[0\].name: Required value: the apiserver would refuse it"),
+    (JOB.replace("metadata: {labels: {use: scratch}}", "metadata: {labels: [scratch]}"),
+     r"Pod default/train4-0: spec.volumes\[0\].ephemeral.volumeClaimTemplate.metadata.labels: expected an object, "
+     "got list: the apiserver"),
+    (JOB.replace("            spec:\n              storageClassName: local-nvme\n"
+                 "              accessModes: [ReadWriteOnce]\n              resources: {requests: {storage: 50Gi}}",
+                 "            spec: [local-nvme]"),
+     r"Pod default/train4-0: spec.volumes\[0\].ephemeral.volumeClaimTemplate.spec: expected an object, got list"),
+    (STS.replace("labels: {tier: fast}", "labels: [1]"),
+     r"StatefulSet default/infer2: spec.volumeClaimTemplates\[0\].metadata.labels: expected an object, got list"),
+    (STS.replace("labels: {tier: fast}", "annotations: {a: 1}"),
+     r"StatefulSet default/infer2: spec.volumeClaimTemplates\[0\].metadata.annotations: keys and values must be "
+     "strings"),
+    (STS.replace("    spec:\n      storageClassName: local-nvme\n      accessModes: [ReadWriteOnce]\n"
+                 "      resources: {requests: {storage: 100Gi}}", "    spec: local-nvme"),
+     r"StatefulSet default/infer2: spec.volumeClaimTemplates\[0\].spec: expected an object, got str"),
+], ids=["ephemeral-volume-without-name", "ephemeral-labels-a-list", "ephemeral-spec-a-list", "template-labels-a-list",
+        "template-annotation-a-number", "template-spec-a-string"])
+def test_a_claim_template_the_apiserver_refuses_is_an_error_not_a_crash(text: str, said: str) -> None:
+    """A review's probes: an ephemeral volume without a name crashed what-if -f (KeyError), a
+    volumeClaimTemplate's labels that are a list too (TypeError), and a claim spec that is no
+    object was made into the claim as it was. The apiserver refuses each (ValidateVolumes'
+    "Required value"; decoding an ObjectMeta or a PersistentVolumeClaimSpec): so does what-if."""
+    with pytest.raises(ProbeError, match=said):
+        read_probes(text, "f", "default", None, 0)
+
+
+def test_a_statefulsets_start_ordinal_names_its_pods_and_claims() -> None:
+    """StatefulSetStartOrdinal (GA in 1.31): spec.ordinals.start numbers the pods from it,
+    `<set>-<start+i>`, and their claims `<template>-<set>-<start+i>` (getOrdinal): named from 0,
+    a set's existing claims were missed and new ones made beside them. apps/v1 validation refuses
+    a negative start."""
+    text = STS.replace("  replicas: 2\n", "  replicas: 2\n  ordinals: {start: 5}\n")
+    made: list[tuple[str, str]] = []
+    objects = read_files([("f", text)], "default", None, 0, made=made)
+    pods = {obj["metadata"]["name"]: obj for obj in objects if obj["kind"] == "Pod"}
+    assert sorted(pods) == ["infer2-5", "infer2-6"]
+    assert pods["infer2-6"]["metadata"]["labels"]["apps.kubernetes.io/pod-index"] == "6"
+    assert pods["infer2-6"]["spec"]["volumes"][0] == {"name": "cache",
+                                                      "persistentVolumeClaim": {"claimName": "cache-infer2-6"}}
+    assert made == [("default", "cache-infer2-5"), ("default", "cache-infer2-6")]
+    with pytest.raises(ProbeError, match=r"StatefulSet default/infer2: spec.ordinals.start: Invalid value: -1: must "
+                                         "be greater than or equal to 0: the apiserver would refuse it"):
+        read_probes(text.replace("start: 5", "start: -1"), "f", "default", None, 0)
+    with pytest.raises(ProbeError, match="spec.ordinals: expected an object, got list"):
+        read_probes(text.replace("{start: 5}", "[5]"), "f", "default", None, 0)
