@@ -5,7 +5,8 @@ again with upstream's message; the wait holds no in-flight slot, so other pods' 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import Any
 
@@ -111,6 +112,16 @@ def _loop(bind_timeout: int | None = None, tmp_path: Any = None) -> tuple[FakeAp
     return api, loop, results
 
 
+@asynccontextmanager
+async def _binding_out(loop: SchedulerLoop, binding: Binding) -> AsyncIterator[None]:
+    """The loop's binder running with `binding` submitted, for the block; stopped after it."""
+    async with anyio.create_task_group() as group:
+        await group.start(loop.binder.run)
+        loop.binder.submit(binding)
+        yield
+        group.cancel_scope.cancel()
+
+
 def _decided(loop: SchedulerLoop) -> Attempt:
     [attempt] = loop.core.schedule_next(0.0) or []
     assert attempt.node == "a" and attempt.claims == PROVISIONED
@@ -126,9 +137,7 @@ async def _until(condition: Any) -> None:
 async def test_the_binding_is_sent_once_the_watch_shows_the_claim_bound() -> None:
     api, loop, results = _loop()
     binding = loop._binding(_decided(loop))
-    async with anyio.create_task_group() as group:
-        await group.start(loop.binder.run)
-        loop.binder.submit(binding)
+    async with _binding_out(loop, binding):
         await _until(lambda: api.of("PATCH", PVC))  # selected-node written (the claim at version 2)
         for version, annotations in (("2", {SELECTED: "a"}), ("3", {SELECTED: "a", PROVISIONER: "csi.example"})):
             loop._on_event("MODIFIED", _claim(version, **annotations))
@@ -137,7 +146,6 @@ async def test_the_binding_is_sent_once_the_watch_shows_the_claim_bound() -> Non
         loop._on_event("ADDED", volume("pv-1", "a", storage_class="fast"))
         loop._on_event("MODIFIED", _claim("4", **BOUND))
         await _until(lambda: results)
-        group.cancel_scope.cancel()
     assert [r.outcome for r in results] == [Outcome.BOUND] and len(api.of("POST", BINDING)) == 1
 
 
@@ -148,11 +156,8 @@ async def test_the_wait_is_logged_when_it_begins_with_its_claims_node_and_timeou
     api, loop, results = _loop()
     binding = loop._binding(_decided(loop))
     with capture_logs() as logs:
-        async with anyio.create_task_group() as group:
-            await group.start(loop.binder.run)
-            loop.binder.submit(binding)
+        async with _binding_out(loop, binding):
             await _until(lambda: any(entry["event"] == "binder.volumes_wait" for entry in logs))
-            group.cancel_scope.cancel()
     [entry] = [entry for entry in logs if entry["event"] == "binder.volumes_wait"]
     assert (entry["pod"], entry["node"], entry["claims"], entry["timeout_seconds"]) == (
         "default/train", "a", ["default/data"], 600)
@@ -163,14 +168,11 @@ async def test_a_claim_the_provisioner_gave_up_on_decides_the_pod_again() -> Non
     failed", no Binding, and the pod's assumption (its node, the claim's provisioning) released."""
     api, loop, results = _loop()
     binding = loop._binding(_decided(loop))
-    async with anyio.create_task_group() as group:
-        await group.start(loop.binder.run)
-        loop.binder.submit(binding)
+    async with _binding_out(loop, binding):
         await _until(lambda: api.of("PATCH", PVC))
         loop._on_event("MODIFIED", _claim("2", **{SELECTED: "a"}))
         loop._on_event("MODIFIED", _claim("3", **{PROVISIONER: "csi.example"}))
         await _until(lambda: results)
-        group.cancel_scope.cancel()
     (result,) = results
     assert result.outcome is Outcome.RETRY and result.refusal == (
         'running PreBind plugin "VolumeBinding": binding volumes: provisioning failed for PVC "data"')
@@ -183,23 +185,10 @@ async def test_the_timeout_decides_the_pod_again(tmp_path: Any) -> None:
     api, loop, results = _loop(bind_timeout=30, tmp_path=tmp_path)
     binding = loop._binding(_decided(loop))
     assert binding.bind_timeout == 30
-    async with anyio.create_task_group() as group:
-        await group.start(loop.binder.run)
-        loop.binder.submit(replace(binding, bind_timeout=0.1))
+    async with _binding_out(loop, replace(binding, bind_timeout=0.1)):
         await _until(lambda: results)
-        group.cancel_scope.cancel()
     assert results[0].refusal == 'running PreBind plugin "VolumeBinding": binding volumes: context deadline exceeded'
     assert not api.of("POST", "/binding") and loop.core.state.node_of(binding.uid) is None
-
-
-async def test_a_zero_timeout_fails_at_once_as_upstreams(tmp_path: Any) -> None:
-    api, loop, results = _loop(bind_timeout=0, tmp_path=tmp_path)
-    async with anyio.create_task_group() as group:
-        await group.start(loop.binder.run)
-        loop.binder.submit(loop._binding(_decided(loop)))
-        await _until(lambda: results)
-        group.cancel_scope.cancel()
-    assert results[0].refusal.endswith("binding volumes: context deadline exceeded") and not api.of("POST", "/binding")
 
 
 async def test_losing_leadership_ends_the_wait() -> None:
@@ -207,15 +196,12 @@ async def test_losing_leadership_ends_the_wait() -> None:
     leading = [True]
     loop.binder.term = lambda: 0 if leading[0] else None
     binding = loop._binding(_decided(loop))
-    async with anyio.create_task_group() as group:
-        await group.start(loop.binder.run)
-        loop.binder.submit(binding)
+    async with _binding_out(loop, binding):
         await _until(lambda: api.of("PATCH", PVC))
         await anyio.sleep(0.05)
         leading[0] = False
         loop.lost_leadership()
         await _until(lambda: results)
-        group.cancel_scope.cancel()
     assert results[0].not_leading and not api.of("POST", "/binding")
 
 
@@ -223,14 +209,11 @@ async def test_a_graceful_stop_gives_the_wait_up_so_the_drain_settles() -> None:
     """A Binding waiting for its claims has sent nothing: the drain must not wait bindTimeoutSeconds
     for it (the Lease would be left to expire instead of handed over)."""
     api, loop, results = _loop()
-    async with anyio.create_task_group() as group:
-        await group.start(loop.binder.run)
-        loop.binder.submit(loop._binding(_decided(loop)))
+    async with _binding_out(loop, loop._binding(_decided(loop))):
         await _until(lambda: api.of("PATCH", PVC))
         await anyio.sleep(0.05)
         loop.stop()
         assert await loop.drain(2)
-        group.cancel_scope.cancel()
     assert results[0].not_leading and results[0].message == "the scheduler is stopping; the Binding was not sent"
     assert not api.of("POST", "/binding")
 
@@ -295,24 +278,18 @@ async def test_a_zero_timeout_fails_without_a_look_even_when_the_claims_are_boun
     the first condition check, so even claims bound already fail the PreBind."""
     api, loop, results = _loop(bind_timeout=0, tmp_path=tmp_path)
     loop.binder.check_volumes = lambda binding, written: BindingsChecked(bound=True)
-    async with anyio.create_task_group() as group:
-        await group.start(loop.binder.run)
-        loop.binder.submit(loop._binding(_decided(loop)))
+    async with _binding_out(loop, loop._binding(_decided(loop))):
         await _until(lambda: results)
-        group.cancel_scope.cancel()
     assert results[0].refusal.endswith("binding volumes: context deadline exceeded") and not api.of("POST", "/binding")
 
 
 async def test_a_pod_deleted_while_its_volumes_are_bound_ends_the_wait() -> None:
     api, loop, results = _loop()
     binding = loop._binding(_decided(loop))
-    async with anyio.create_task_group() as group:
-        await group.start(loop.binder.run)
-        loop.binder.submit(binding)
+    async with _binding_out(loop, binding):
         await _until(lambda: api.of("PATCH", PVC))
         loop._on_event("DELETED", api.pods[("default", "train")])
         await _until(lambda: results)
-        group.cancel_scope.cancel()
     assert results[0].outcome is Outcome.NOT_FOUND and not api.of("POST", "/binding")
 
 
@@ -323,15 +300,12 @@ async def test_a_node_deleted_while_its_pod_waits_ends_the_wait() -> None:
     get node"). Node events wake the wait too."""
     api, loop, results = _loop()
     binding = loop._binding(_decided(loop))
-    async with anyio.create_task_group() as group:
-        await group.start(loop.binder.run)
-        loop.binder.submit(binding)
+    async with _binding_out(loop, binding):
         await _until(lambda: api.of("PATCH", PVC))
         await anyio.sleep(0.05)
         [node] = [obj for obj in nodes("a") if obj.get("kind") == "Node"]
         loop._on_event("DELETED", node)
         await _until(lambda: results)
-        group.cancel_scope.cancel()
     assert results[0].outcome is Outcome.RETRY and "failed to get node" in results[0].message
     assert not api.of("POST", BINDING)
 
@@ -341,11 +315,8 @@ async def test_a_binding_not_yet_started_at_a_graceful_stop_writes_no_volume() -
     selected-node, then gave up unsent: the claim stayed pinned to a node for a pod this replica
     would not bind. The writes check the stop as they check the term."""
     api, loop, results = _loop()
-    async with anyio.create_task_group() as group:
-        await group.start(loop.binder.run)
-        loop.binder.submit(loop._binding(_decided(loop)))
+    async with _binding_out(loop, loop._binding(_decided(loop))):
         loop.stop()
         assert await loop.drain(2)
-        group.cancel_scope.cancel()
     assert results and not api.of("PATCH", PVC)
 
